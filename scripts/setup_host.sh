@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Set up everything the build and the test suite need on a fresh Debian 12 machine:
+# Debian's Docker engine (started), debootstrap and the local base image, the host
+# Python environment with vLLM (CPU) and the test tools, and Triton's server files.
+#
+# Prints `export` lines for the environment (eval "$(scripts/setup_host.sh)").
+# Idempotent and cached: a second run reuses what the first one made.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+home="${TVB_HOME:-$HOME/.cache/triton-vllm-build}"
+mkdir -p "$home"
+log() { echo "setup_host: $*" >&2; }
+python="${TVB_HOST_PYTHON:-python3}"
+
+# --- Debian packages -------------------------------------------------------
+need_apt=()
+[ -x /usr/sbin/dockerd ] || need_apt+=(docker.io)
+[ -x /usr/sbin/debootstrap ] || need_apt+=(debootstrap)
+[ -e /usr/lib/x86_64-linux-gnu/libnuma.so.1 ] || need_apt+=(libnuma1)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    log "apt-get install ${need_apt[*]}"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >&2
+fi
+
+# --- Docker engine and base image ----------------------------------------
+DOCKER_HOST=$("$repo/scripts/start_docker.sh")
+export DOCKER_HOST
+DOCKER_HOST="$DOCKER_HOST" "$repo/scripts/make_base_image.sh" \
+    "$(cd "$repo" && "$python" -m tritonbuild.pins get base.cpu_image)" >&2
+
+# --- Host Python environment (vLLM CPU + test tools) ----------------------
+key=$(cat "$repo/versions.toml" "$repo/requirements/host-test.txt" "$0" | sha256sum | cut -c1-12)
+venv="$home/venv-$key"
+if [ ! -f "$venv/.complete" ]; then
+    log "creating $venv (vLLM on the CPU: a few minutes the first time)"
+    rm -rf "$venv"
+    "$python" -m venv "$venv"
+    pip="$venv/bin/pip"
+    $pip install -q --upgrade "pip==$(cd "$repo" && "$python" -m tritonbuild.pins get python_packages.pip)" >&2
+    # shellcheck disable=SC2046
+    $pip install -q $(cd "$repo" && "$python" -m tritonbuild.pins cpu-engine) >&2
+    # The Python backend stub needs numpy<2; torchvision/torchaudio from PyPI are CUDA
+    # builds that break transformers beside the CPU torch, and text models need neither.
+    $pip install -q "numpy==$(cd "$repo" && "$python" -m tritonbuild.pins get python_packages.numpy)" >&2
+    $pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true
+    $pip install -q -r "$repo/requirements/host-test.txt" >&2
+    touch "$venv/.complete"
+fi
+
+# --- Triton server files from the nvidia-pytriton wheel --------------------
+pytriton_version=$(cd "$repo" && "$python" -m tritonbuild.pins get triton.nvidia_pytriton)
+triton_home="$home/tritonserver-pytriton-$pytriton_version"
+if [ ! -x "$triton_home/bin/tritonserver" ]; then
+    log "laying out tritonserver from nvidia-pytriton $pytriton_version"
+    tmp=$(mktemp -d)
+    "$venv/bin/pip" download -q --no-deps -d "$tmp" "nvidia-pytriton==$pytriton_version" >&2
+    "$venv/bin/python" - "$tmp"/nvidia_pytriton-*.whl "$tmp/x" <<'PY'
+import sys, zipfile
+zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])
+PY
+    pyver=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    rm -rf "$triton_home.tmp" && mkdir -p "$triton_home.tmp"
+    cp -a "$tmp/x/pytriton/tritonserver/." "$triton_home.tmp/"
+    cp -a "$tmp/x/nvidia_pytriton.libs" "$triton_home.tmp/lib"
+    cp "$triton_home.tmp/python_backend_stubs/$pyver/triton_python_backend_stub" \
+        "$triton_home.tmp/backends/python/"
+    chmod +x "$triton_home.tmp/bin/tritonserver" "$triton_home.tmp/backends/python/triton_python_backend_stub"
+    rm -rf "$tmp" "$triton_home"
+    mv "$triton_home.tmp" "$triton_home"
+fi
+
+pylib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')
+echo "export DOCKER_HOST=$DOCKER_HOST"
+echo "export TVB_VENV=$venv"
+echo "export TVB_TRITON_HOME=$triton_home"
+echo "export TVB_PYTHON_LIBDIR=$pylib"
