@@ -17,8 +17,9 @@ fi
 
 mirror="${TVB_DEBIAN_MIRROR:-}"
 if [ -z "$mirror" ]; then
-    mirror=$(grep -hsE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list \
-        | grep -v security | head -n 1 | awk '{print ($1 == "deb") ? $2 : $2}')
+    # Both apt formats keep the URL in field 2 ("URIs: URL" and "deb URL SUITE ...").
+    mirror=$( { grep -hsE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list \
+        || true; } | grep -v security | head -n 1 | awk '{print $2}')
 fi
 mirror="${mirror:-http://deb.debian.org/debian}"
 

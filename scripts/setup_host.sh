@@ -11,7 +11,11 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 home="${TVB_HOME:-$HOME/.cache/triton-vllm-build}"
 mkdir -p "$home"
 log() { echo "setup_host: $*" >&2; }
+# pip's config on some machines lists file:// indexes that lack most projects; its
+# per-project "Location ... is ignored" warnings drown the useful output.
+quiet_pip() { "$@" 2> >(grep -v "^WARNING: Location 'file://" >&2); }
 python="${TVB_HOST_PYTHON:-python3}"
+pins() { (cd "$repo" && "$python" -m tritonbuild.pins "$@"); }
 
 # --- Debian packages -------------------------------------------------------
 need_apt=()
@@ -28,34 +32,40 @@ fi
 DOCKER_HOST=$("$repo/scripts/start_docker.sh")
 export DOCKER_HOST
 DOCKER_HOST="$DOCKER_HOST" "$repo/scripts/make_base_image.sh" \
-    "$(cd "$repo" && "$python" -m tritonbuild.pins get base.cpu_image)" >&2
+    "$(pins get base.cpu_image)" >&2
 
 # --- Host Python environment (vLLM CPU + test tools) ----------------------
-key=$(cat "$repo/versions.toml" "$repo/requirements/host-test.txt" "$0" | sha256sum | cut -c1-12)
+# Concurrent runs (several shells, CI beside a developer) must not build one venv twice.
+exec 9>"$home/.setup.lock"
+flock 9
+# The engine venv is keyed on the engine's own pins; the test tools are topped up on every
+# run (a no-op in seconds when nothing changed), so adding a test tool costs no rebuild.
+key=$( { pins cpu-engine; pins get python_packages.numpy; pins get python_packages.pip; } \
+    | sha256sum | cut -c1-12)
 venv="$home/venv-$key"
 if [ ! -f "$venv/.complete" ]; then
     log "creating $venv (vLLM on the CPU: a few minutes the first time)"
     rm -rf "$venv"
     "$python" -m venv "$venv"
-    pip="$venv/bin/pip"
-    $pip install -q --upgrade "pip==$(cd "$repo" && "$python" -m tritonbuild.pins get python_packages.pip)" >&2
+    pip="quiet_pip $venv/bin/pip"
+    $pip install -q --upgrade "pip==$(pins get python_packages.pip)" >&2
     # shellcheck disable=SC2046
-    $pip install -q $(cd "$repo" && "$python" -m tritonbuild.pins cpu-engine) >&2
+    $pip install -q $(pins cpu-engine) >&2
     # The Python backend stub needs numpy<2; torchvision/torchaudio from PyPI are CUDA
     # builds that break transformers beside the CPU torch, and text models need neither.
-    $pip install -q "numpy==$(cd "$repo" && "$python" -m tritonbuild.pins get python_packages.numpy)" >&2
+    $pip install -q "numpy==$(pins get python_packages.numpy)" >&2
     $pip uninstall -q -y torchvision torchaudio torchcodec >&2 || true
-    $pip install -q -r "$repo/requirements/host-test.txt" >&2
     touch "$venv/.complete"
 fi
+quiet_pip "$venv/bin/pip" install -q -r "$repo/requirements/host-test.txt" >&2
 
 # --- Triton server files from the nvidia-pytriton wheel --------------------
-pytriton_version=$(cd "$repo" && "$python" -m tritonbuild.pins get triton.nvidia_pytriton)
+pytriton_version=$(pins get triton.nvidia_pytriton)
 triton_home="$home/tritonserver-pytriton-$pytriton_version"
 if [ ! -x "$triton_home/bin/tritonserver" ]; then
     log "laying out tritonserver from nvidia-pytriton $pytriton_version"
     tmp=$(mktemp -d)
-    "$venv/bin/pip" download -q --no-deps -d "$tmp" "nvidia-pytriton==$pytriton_version" >&2
+    quiet_pip "$venv/bin/pip" download -q --no-deps -d "$tmp" "nvidia-pytriton==$pytriton_version" >&2
     "$venv/bin/python" - "$tmp"/nvidia_pytriton-*.whl "$tmp/x" <<'PY'
 import sys, zipfile
 zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])
