@@ -11,7 +11,7 @@ eval "$("$repo/scripts/setup_host.sh")"
 
 # The frontend is an installable package; the suites import the checkout's copy.
 if [ -f "$repo/frontends/openai/pyproject.toml" ]; then
-    "$TVB_VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$repo/frontends/openai" \
+    "$TVB_VENV/bin/python" -m pip install -q --no-deps -e "$repo/frontends/openai" \
         2> >(grep -v "^WARNING: Location 'file://" >&2)
 fi
 
