@@ -1,0 +1,70 @@
+"""The application factory: state on `app.state`, one router per API surface."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+from starlette.middleware.cors import CORSMiddleware
+
+from . import errors
+from .catalog import ModelCatalog
+from .chat import router as chat_router
+from .chat.serving import ChatServing
+from .completions import router as completions_router
+from .completions.serving import CompletionsServing
+from .config import FrontendConfig
+from .embeddings import router as embeddings_router
+from .embeddings.serving import EmbeddingsServing
+from .generation import GenerationService
+from .health import router as health_router
+from .health.serving import HealthServing
+from .middleware import AccessMiddleware, ApiKeyMiddleware, BodyLimitMiddleware
+from .models import router as models_router
+from .models.serving import ModelsServing
+from .tokenizers import TokenizerCache
+from .triton import TritonClient, create_client
+
+
+def build_app(config: FrontendConfig, client: TritonClient | None = None) -> FastAPI:
+    """A ready-to-serve app; `client` replaces the Triton connection (tests pass fakes)."""
+    if client is None:
+        client = create_client(config.triton_url, config.model_repository, config.in_process)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        # Uvicorn has waited for in-flight responses (graceful shutdown) before this runs.
+        await app.state.triton.close()
+
+    app = FastAPI(title="Triton OpenAI-compatible frontend", lifespan=lifespan,
+                  docs_url=None, redoc_url=None)
+    registry = CollectorRegistry()
+    catalog = ModelCatalog(client, config.served_model_names)
+    generation = GenerationService(client, catalog, TokenizerCache(config.tokenizer))
+
+    app.state.config = config
+    app.state.triton = client
+    app.state.catalog = catalog
+    app.state.models = ModelsServing(catalog)
+    app.state.completions = CompletionsServing(generation)
+    app.state.chat = ChatServing(generation, config.chat_template, config.tool_call_parser)
+    app.state.embeddings = EmbeddingsServing(generation)
+    app.state.health = HealthServing(client, catalog, registry, config.triton_metrics_url)
+
+    for surface in (models_router, completions_router, chat_router, embeddings_router,
+                    health_router):
+        surface.attach_router(app)
+    errors.install_handlers(app)
+
+    # add_middleware wraps: the last added runs first.
+    if config.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=config.api_key)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_request_bytes)
+    if config.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins,
+                           allow_methods=["GET", "POST", "OPTIONS"],
+                           allow_headers=["authorization", "content-type"])
+    app.add_middleware(AccessMiddleware, registry=registry, log_format=config.log_format)
+    return app

@@ -1,0 +1,92 @@
+"""Which Triton models the frontend serves, under which names.
+
+A model is served when its config carries the vLLM backend's `vllm_model` parameter;
+`vllm_runner: pooling` makes it an embedding model.  The catalog is refreshed from
+Triton's repository index, so models loaded later show up without a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from .errors import BadRequestError, ModelNotFoundError
+from .triton.client import ModelInfo, TritonClient
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    id: str  # the name clients use
+    triton_name: str
+    model_path: str | None
+    runner: str  # "generate" or "pooling"
+    max_model_len: int | None
+    created: int
+    parent: str | None = None  # for LoRA adapters: the base model's id
+    lora_name: str | None = None
+
+
+def _served_models(info: ModelInfo, names: dict[str, str], created: int) -> list[ServedModel]:
+    params = info.parameters
+    if "vllm_model" not in params and info.backend != "vllm":
+        return []
+    runner = params.get("vllm_runner", "generate") or "generate"
+    max_len = params.get("vllm_max_model_len")
+    base = ServedModel(
+        id=names.get(info.name, info.name), triton_name=info.name,
+        model_path=params.get("vllm_model") or None, runner=runner,
+        max_model_len=int(max_len) if max_len and max_len.isdigit() else None, created=created)
+    out = [base]
+    # LoRA adapters the backend loaded from multi_lora.json, published as a comma list.
+    for lora in filter(None, (params.get("vllm_lora_names") or "").split(",")):
+        lora = lora.strip()
+        out.append(ServedModel(
+            id=f"{base.id}:{lora}", triton_name=info.name, model_path=base.model_path,
+            runner=runner, max_model_len=base.max_model_len, created=created,
+            parent=base.id, lora_name=lora))
+    return out
+
+
+class ModelCatalog:
+    def __init__(self, client: TritonClient, served_names: dict[str, str] | None = None,
+                 max_age: float = 5.0):
+        self._client = client
+        self._names = served_names or {}
+        self._max_age = max_age
+        self._models: dict[str, ServedModel] = {}
+        self._fetched = 0.0
+        self._lock = asyncio.Lock()
+        self._created = int(time.time())
+
+    async def refresh(self, force: bool = False) -> dict[str, ServedModel]:
+        if not force and time.monotonic() - self._fetched < self._max_age:
+            return self._models
+        async with self._lock:
+            if not force and time.monotonic() - self._fetched < self._max_age:
+                return self._models
+            infos = await self._client.list_models()
+            models = {}
+            for info in infos:
+                if info.ready:
+                    for m in _served_models(info, self._names, self._created):
+                        models[m.id] = m
+            self._models = models
+            self._fetched = time.monotonic()
+            return models
+
+    async def list(self) -> list[ServedModel]:
+        return list((await self.refresh()).values())
+
+    async def get(self, model_id: str, runner: str | None = None) -> ServedModel:
+        models = await self.refresh()
+        model = models.get(model_id)
+        if model is None:
+            # A model loaded a moment ago: look again before giving up.
+            model = (await self.refresh(force=True)).get(model_id)
+        if model is None:
+            raise ModelNotFoundError(f"The model `{model_id}` does not exist.", param="model")
+        if runner is not None and model.runner != runner:
+            kind = "embedding" if runner == "pooling" else "text generation"
+            raise BadRequestError(f"The model `{model_id}` does not serve {kind}.", param="model")
+        return model

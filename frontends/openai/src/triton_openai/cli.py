@@ -1,0 +1,122 @@
+"""`triton-openai`: parse flags, build the app, run it under uvicorn."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from .config import FrontendConfig
+
+API_KEY_ENV = "TRITON_OPENAI_API_KEY"
+
+
+def parse_served_names(values: list[str]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        triton, sep, public = v.partition("=")
+        if not sep or not triton or not public:
+            raise argparse.ArgumentTypeError(
+                f"--served-model-name takes TRITON_MODEL=PUBLIC_NAME, not {v!r}")
+        out[triton] = public
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="triton-openai",
+        description="OpenAI-compatible HTTP API for Triton models served by the vLLM backend.")
+    p.add_argument("--triton-url", default="localhost:8001",
+                   help="Triton's KServe gRPC endpoint HOST:PORT (default: %(default)s)")
+    p.add_argument("--triton-metrics-url", default="http://localhost:8002/metrics",
+                   help="Triton's Prometheus page, appended to /metrics; '' to leave it out")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=int, default=9000, help="port to listen on (default: %(default)s)")
+    p.add_argument("--api-key", default=None,
+                   help=f"require `Authorization: Bearer KEY` on /v1/* (or set ${API_KEY_ENV})")
+    p.add_argument("--served-model-name", action="append", default=[], metavar="TRITON=PUBLIC",
+                   help="show Triton model TRITON as PUBLIC to clients (repeatable)")
+    p.add_argument("--chat-template", default=None, metavar="FILE",
+                   help="Jinja chat template used instead of the tokenizer's")
+    p.add_argument("--tokenizer", default=None,
+                   help="tokenizer folder used instead of each model's own (vllm_model)")
+    p.add_argument("--tool-call-parser", default="llama3_json", choices=["llama3_json", "mistral"],
+                   help="how to read tool calls from generated text (default: %(default)s)")
+    p.add_argument("--cors-origins", default="",
+                   help="comma-separated allowed origins for CORS ('*' for any); none by default")
+    p.add_argument("--max-request-bytes", type=int, default=10 * 1024 * 1024,
+                   help="largest request body accepted; larger gets 413 (default: %(default)s)")
+    p.add_argument("--log-format", choices=["text", "json"], default="text",
+                   help="access log lines as text or one JSON object each")
+    p.add_argument("--log-level", default="info", help="log level (default: %(default)s)")
+    p.add_argument("--shutdown-timeout", type=float, default=30.0,
+                   help="seconds that in-flight streams get to finish on SIGTERM")
+    p.add_argument("--in-process", action="store_true",
+                   help="serve --model-repository with Triton's in-process Python bindings "
+                        "instead of connecting to --triton-url (needs libtritonserver.so)")
+    p.add_argument("--model-repository", default=None, help="model repository for --in-process")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> FrontendConfig:
+    template = None
+    if args.chat_template:
+        with open(args.chat_template, encoding="utf-8") as f:
+            template = f.read()
+    return FrontendConfig(
+        triton_url=args.triton_url,
+        triton_metrics_url=args.triton_metrics_url or None,
+        host=args.host, port=args.port,
+        api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
+        served_model_names=parse_served_names(args.served_model_name),
+        chat_template=template, tokenizer=args.tokenizer,
+        cors_origins=[o.strip() for o in args.cors_origins.split(",") if o.strip()],
+        max_request_bytes=args.max_request_bytes, log_format=args.log_format,
+        tool_call_parser=args.tool_call_parser, model_repository=args.model_repository,
+        in_process=args.in_process, shutdown_timeout=args.shutdown_timeout)
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record):
+        msg = record.getMessage()
+        if msg.startswith("{"):
+            return msg
+        return json.dumps({"level": record.levelname.lower(), "logger": record.name, "message": msg})
+
+
+def _setup_logging(fmt: str, level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter() if fmt == "json"
+                         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except (OSError, argparse.ArgumentTypeError) as err:
+        parser.error(str(err))
+    _setup_logging(config.log_format, args.log_level)
+
+    import uvicorn
+
+    from .app import build_app
+    from .triton.select import ClientSelectionError
+
+    try:
+        app = build_app(config)
+    except (ClientSelectionError, ValueError) as err:
+        parser.error(str(err))
+    uvicorn.run(app, host=config.host, port=config.port, access_log=False, log_config=None,
+                log_level=args.log_level, timeout_graceful_shutdown=config.shutdown_timeout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

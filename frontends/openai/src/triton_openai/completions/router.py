@@ -1,0 +1,22 @@
+"""Routes of /v1/completions; the work is in CompletionsServing (app.state.completions)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI, Request
+
+from .protocol import CompletionRequest
+
+router = APIRouter()
+
+
+def completions(request: Request):
+    return request.app.state.completions
+
+
+@router.post("/v1/completions")
+async def create_completion(body: CompletionRequest, raw: Request):
+    return await completions(raw).create(body, raw)
+
+
+def attach_router(app: FastAPI) -> None:
+    app.include_router(router)

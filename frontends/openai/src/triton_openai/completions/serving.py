@@ -1,0 +1,146 @@
+"""The logic of /v1/completions."""
+
+from __future__ import annotations
+
+import time
+from typing import AsyncIterator
+
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+
+from .. import sse
+from ..errors import BadRequestError
+from ..generation import GenerationService, Prompt, request_id
+from ..logprobs import completion_logprobs, merge_completion_logprobs
+from ..structured import validate_structured_outputs
+from .protocol import CompletionRequest
+
+
+def _prompts(req: CompletionRequest) -> list[str | list[int]]:
+    p = req.prompt
+    if isinstance(p, str):
+        return [p]
+    if all(isinstance(x, int) for x in p):
+        return [p]  # one prompt of token ids
+    return list(p)
+
+
+class CompletionsServing:
+    def __init__(self, generation: GenerationService):
+        self.gen = generation
+
+    async def create(self, req: CompletionRequest, raw: Request) -> Response:
+        model = await self.gen.catalog.get(req.model, runner="generate")
+        if req.suffix:
+            raise BadRequestError("suffix is not supported", param="suffix")
+        if req.best_of is not None and req.best_of != req.n:
+            raise BadRequestError("best_of must equal n", param="best_of")
+        if req.echo and req.logprobs is not None:
+            raise BadRequestError("echo together with logprobs is not supported", param="echo")
+        tok = await self.gen.tokenizer(model)
+
+        prompts: list[Prompt] = []
+        for p in _prompts(req):
+            if isinstance(p, str):
+                # Tokenized here so that the token budget and usage are exact.
+                prompts.append(Prompt(p, tok.encode(p) if tok is not None else None))
+            else:
+                text = tok.decode(p) if tok is not None and req.echo else None
+                prompts.append(Prompt(text, list(p)))
+
+        samplings = []
+        for p in prompts:
+            s = req.sampling_dict()
+            max_tokens = self.gen.budget(model, p, req.max_tokens, "max_tokens", "prompt")
+            s["max_tokens"] = max_tokens
+            if req.logprobs is not None:
+                s["logprobs"] = req.logprobs
+            if req.structured_outputs:
+                s["structured_outputs"] = validate_structured_outputs(req.structured_outputs)
+            samplings.append(s)
+
+        rid = request_id("cmpl")
+        created = int(time.time())
+        stream = self.gen.run(model, prompts, samplings, req.stream, req.logprobs is not None, "cmpl")
+        if req.stream:
+            return StreamingResponse(
+                self._stream(req, model.id, rid, created, prompts, stream),
+                media_type="text/event-stream")
+        return await self._full(req, model.id, rid, created, prompts, stream)
+
+    async def _full(self, req, model_id, rid, created, prompts, stream) -> Response:
+        n = req.n
+        texts = [""] * (len(prompts) * n)
+        reasons: list[str | None] = [None] * len(texts)
+        lps: list[dict | None] = [None] * len(texts)
+        offsets = [0] * len(texts)
+        out_tokens = [0] * len(texts)
+        in_tokens = [p.num_tokens or 0 for p in prompts]
+        if req.echo:
+            for pi, p in enumerate(prompts):
+                for c in range(n):
+                    texts[pi * n + c] = p.text or ""
+                    offsets[pi * n + c] = len(p.text or "")
+        async for pi, chunk in stream:
+            if chunk.num_input_tokens is not None:
+                in_tokens[pi] = chunk.num_input_tokens
+            for d in chunk.choices:
+                i = pi * n + d.index
+                texts[i] += d.text
+                if d.finish_reason:
+                    reasons[i] = d.finish_reason
+                if d.num_output_tokens is not None:
+                    out_tokens[i] += d.num_output_tokens
+                if d.logprobs is not None and req.logprobs is not None:
+                    more, offsets[i] = completion_logprobs(d.logprobs, req.logprobs, offsets[i])
+                    lps[i] = merge_completion_logprobs(lps[i], more)
+        choices = [{"index": i, "text": texts[i], "logprobs": lps[i],
+                    "finish_reason": reasons[i] or "stop"} for i in range(len(texts))]
+        usage = {"prompt_tokens": sum(in_tokens), "completion_tokens": sum(out_tokens),
+                 "total_tokens": sum(in_tokens) + sum(out_tokens)}
+        body = {"id": rid, "object": "text_completion", "created": created, "model": model_id,
+                "choices": choices, "usage": usage}
+        return Response(sse.dumps(body), media_type="application/json")
+
+    async def _stream(self, req, model_id, rid, created, prompts, stream) -> AsyncIterator[bytes]:
+        n = req.n
+        head = {"id": rid, "object": "text_completion", "created": created, "model": model_id}
+        in_tokens = [p.num_tokens or 0 for p in prompts]
+        out_tokens = [0] * (len(prompts) * n)
+        offsets = [0] * len(out_tokens)
+        try:
+            if req.echo:
+                for pi, p in enumerate(prompts):
+                    for c in range(n):
+                        offsets[pi * n + c] = len(p.text or "")
+                        yield sse.event(dict(head, choices=[{
+                            "index": pi * n + c, "text": p.text or "", "logprobs": None,
+                            "finish_reason": None}]))
+            async for pi, chunk in stream:
+                if chunk.num_input_tokens is not None:
+                    in_tokens[pi] = chunk.num_input_tokens
+                for d in chunk.choices:
+                    if not d.text and not d.finish_reason:
+                        continue
+                    i = pi * n + d.index
+                    if d.num_output_tokens is not None:
+                        out_tokens[i] += d.num_output_tokens
+                    lp = None
+                    if d.logprobs is not None and req.logprobs is not None:
+                        lp, offsets[i] = completion_logprobs(d.logprobs, req.logprobs, offsets[i])
+                    yield sse.event(dict(head, choices=[{
+                        "index": i, "text": d.text, "logprobs": lp,
+                        "finish_reason": d.finish_reason}]))
+            if req.stream_options and req.stream_options.include_usage:
+                p_tok, c_tok = sum(in_tokens), sum(out_tokens)
+                yield sse.event(dict(head, choices=[], usage={
+                    "prompt_tokens": p_tok, "completion_tokens": c_tok,
+                    "total_tokens": p_tok + c_tok}))
+        except Exception as err:  # headers are sent: report the failure inside the stream
+            from ..errors import OpenAIError, from_triton
+            from ..triton.client import TritonError
+
+            e = from_triton(err) if isinstance(err, TritonError) else (
+                err if isinstance(err, OpenAIError) else OpenAIError(str(err)))
+            yield sse.event(e.body())
+        yield sse.DONE

@@ -1,0 +1,53 @@
+"""The logic of /v1/embeddings: one Triton request per input, run concurrently."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import struct
+
+from fastapi.responses import Response
+
+from .. import sse
+from ..errors import BadRequestError
+from ..generation import GenerationService, request_id
+from ..triton import vllm_io
+from .protocol import EmbeddingRequest
+
+
+def _inputs(req: EmbeddingRequest) -> list[str | list[int]]:
+    x = req.input
+    if isinstance(x, str):
+        return [x]
+    if all(isinstance(i, int) for i in x):
+        return [x]
+    return list(x)
+
+
+class EmbeddingsServing:
+    def __init__(self, generation: GenerationService):
+        self.gen = generation
+
+    async def create(self, req: EmbeddingRequest) -> Response:
+        model = await self.gen.catalog.get(req.model, runner="pooling")
+        items = _inputs(req)
+        if any(isinstance(i, str) and i == "" for i in items):
+            raise BadRequestError("input must not contain empty strings", param="input")
+        results = await asyncio.gather(*(
+            vllm_io.embed(self.gen.client, model.triton_name, request_id("embd"),
+                          text=i if isinstance(i, str) else None,
+                          ids=list(i) if not isinstance(i, str) else None)
+            for i in items))
+        data, total = [], 0
+        for idx, (vec, n_in) in enumerate(results):
+            if req.dimensions is not None and req.dimensions != len(vec):
+                raise BadRequestError(
+                    f"this model makes {len(vec)}-dimensional embeddings; dimensions "
+                    f"{req.dimensions} is not supported", param="dimensions")
+            total += n_in or (len(items[idx]) if not isinstance(items[idx], str) else 0)
+            emb = (base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
+                   if req.encoding_format == "base64" else vec)
+            data.append({"object": "embedding", "index": idx, "embedding": emb})
+        body = {"object": "list", "data": data, "model": model.id,
+                "usage": {"prompt_tokens": total, "total_tokens": total}}
+        return Response(sse.dumps(body), media_type="application/json")

@@ -1,0 +1,119 @@
+"""Errors in OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+
+    OpenAIError                      (500, server_error)
+    ├── BadRequestError              (400, invalid_request_error; names the parameter)
+    ├── AuthenticationError          (401, invalid_request_error, code invalid_api_key)
+    ├── ModelNotFoundError           (404, invalid_request_error, code model_not_found)
+    ├── RequestTooLargeError         (413, invalid_request_error)
+    └── ServiceUnavailableError      (503, service_unavailable)
+
+Every response the frontend sends for a failure goes through `error_response`,
+including FastAPI's own validation errors and unknown routes.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .triton.client import TritonError
+
+
+class OpenAIError(Exception):
+    status = 500
+    type = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type,
+                          "param": self.param, "code": self.code}}
+
+
+class BadRequestError(OpenAIError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class AuthenticationError(OpenAIError):
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class ModelNotFoundError(OpenAIError):
+    status = 404
+    type = "invalid_request_error"
+    code = "model_not_found"
+
+
+class RequestTooLargeError(OpenAIError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class ServiceUnavailableError(OpenAIError):
+    status = 503
+    type = "service_unavailable"
+
+
+def from_triton(err: TritonError) -> OpenAIError:
+    if err.status == 400:
+        return BadRequestError(err.message)
+    if err.status == 503:
+        return ServiceUnavailableError(err.message)
+    return OpenAIError(err.message)
+
+
+def error_response(err: OpenAIError) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else None
+    return JSONResponse(err.body(), status_code=err.status, headers=headers)
+
+
+def _param_from_loc(loc) -> str | None:
+    # ("body", "messages", 0, "role") -> "messages[0].role"
+    parts = [p for p in loc if p != "body"]
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or None
+
+
+def install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(OpenAIError)
+    async def _openai_error(_: Request, exc: OpenAIError):
+        return error_response(exc)
+
+    @app.exception_handler(TritonError)
+    async def _triton_error(_: Request, exc: TritonError):
+        return error_response(from_triton(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError):
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        param = _param_from_loc(first.get("loc", ()))
+        msg = first.get("msg", "invalid request")
+        if first.get("type") == "json_invalid":
+            return error_response(BadRequestError(f"request body is not valid JSON: {msg}"))
+        return error_response(BadRequestError(f"{param}: {msg}" if param else msg, param=param))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException):
+        err = OpenAIError(str(exc.detail))
+        err.status = exc.status_code
+        err.type = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return error_response(err)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception):
+        return error_response(OpenAIError(f"internal error: {type(exc).__name__}: {exc}"))

@@ -1,0 +1,1 @@
+"""GET /health/live, /health/ready and /metrics."""

@@ -1,0 +1,46 @@
+"""Readiness (Triton up and at least one model served) and the metrics page."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from ..catalog import ModelCatalog
+from ..triton.client import TritonClient, TritonError
+
+
+class HealthServing:
+    def __init__(self, client: TritonClient, catalog: ModelCatalog, registry: CollectorRegistry,
+                 triton_metrics_url: str | None):
+        self.client = client
+        self.catalog = catalog
+        self.registry = registry
+        self.triton_metrics_url = triton_metrics_url
+
+    async def ready(self) -> tuple[bool, str]:
+        if not await self.client.server_ready():
+            return False, "Triton server is not ready"
+        try:
+            models = await self.catalog.list()
+        except TritonError as err:
+            return False, err.message
+        if not models:
+            return False, "no model is loaded"
+        return True, "ok"
+
+    def _fetch_triton(self) -> str:
+        with urllib.request.urlopen(self.triton_metrics_url, timeout=3) as resp:
+            return resp.read().decode("utf-8", errors="replace")
+
+    async def metrics_text(self) -> str:
+        """The frontend's own series, then Triton's (its vLLM series included)."""
+        own = generate_latest(self.registry).decode()
+        if not self.triton_metrics_url:
+            return own
+        try:
+            triton = await asyncio.to_thread(self._fetch_triton)
+        except Exception as err:  # metrics must not fail because Triton's page did
+            triton = f"# Triton metrics unavailable from {self.triton_metrics_url}: {err}\n"
+        return own + triton

@@ -1,0 +1,136 @@
+"""Pure ASGI middlewares (cheaper per request than Starlette's BaseHTTPMiddleware).
+
+Order, outermost first: access log + metrics, body size limit, API key.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from .errors import AuthenticationError, RequestTooLargeError
+
+access_log = logging.getLogger("triton_openai.access")
+
+
+async def _send_error(send, err) -> None:
+    body = json.dumps(err.body()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if err.status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": err.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class ApiKeyMiddleware:
+    """Bearer key on /v1/*; health and metrics stay open for probes and scrapers."""
+
+    def __init__(self, app, api_key: str):
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
+            got = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(got, self.expected):
+                msg = ("Missing API key: send it as `Authorization: Bearer KEY`." if not got
+                       else "Incorrect API key provided.")
+                return await _send_error(send, AuthenticationError(msg))
+        return await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """413 for bodies over the limit, by Content-Length or, when chunked, while reading."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _error(self):
+        return RequestTooLargeError(f"Request body is larger than {self.max_bytes} bytes.")
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+            return await _send_error(send, self._error())
+        seen = 0
+        too_large = False
+
+        async def limited_receive():
+            nonlocal seen, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    too_large = True
+                    raise _TooLarge()
+            return message
+
+        try:
+            return await self.app(scope, limited_receive, send)
+        except _TooLarge:
+            return await _send_error(send, self._error())
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class AccessMiddleware:
+    """One access-log line and the request metrics per request, when the response ends."""
+
+    def __init__(self, app, registry: CollectorRegistry, log_format: str = "text"):
+        self.app = app
+        self.json = log_format == "json"
+        self.requests = Counter("openai_frontend_requests", "HTTP requests by route and status",
+                                ["method", "path", "status"], registry=registry)
+        self.latency = Histogram("openai_frontend_request_duration_seconds",
+                                 "Time from request to the end of the response",
+                                 ["path"], registry=registry,
+                                 buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))
+        self.ttfb = Histogram("openai_frontend_time_to_first_byte_seconds",
+                              "Time from request to the first body bytes (first token when streaming)",
+                              ["path"], registry=registry,
+                              buckets=(.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start = time.perf_counter()
+        status = 500
+        first = None
+
+        async def send_wrapper(message):
+            nonlocal status, first
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif first is None and message["type"] == "http.response.body" and message.get("body"):
+                first = time.perf_counter()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            end = time.perf_counter()
+            path = scope.get("route_path") or scope["path"]
+            # Unbounded label values (model ids in the path) would grow the registry forever.
+            label = path if not path.startswith("/v1/models/") else "/v1/models/{id}"
+            self.requests.labels(scope["method"], label, str(status)).inc()
+            self.latency.labels(label).observe(end - start)
+            if first is not None:
+                self.ttfb.labels(label).observe(first - start)
+            client = scope.get("client") or ("-", 0)
+            if self.json:
+                access_log.info(json.dumps({
+                    "client": f"{client[0]}:{client[1]}", "method": scope["method"],
+                    "path": scope["path"], "status": status,
+                    "duration_ms": round((end - start) * 1000, 2)}))
+            else:
+                access_log.info('%s:%s "%s %s" %s %.1fms', client[0], client[1], scope["method"],
+                                scope["path"], status, (end - start) * 1000)

@@ -1,0 +1,1 @@
+"""GET /v1/models and /v1/models/{id}."""

@@ -1,0 +1,79 @@
+"""Pydantic models shared by the API surfaces."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class OpenAIBaseModel(BaseModel):
+    # Unknown fields are accepted and ignored, as OpenAI's API does for forward
+    # compatibility with newer clients.
+    model_config = ConfigDict(extra="allow")
+
+
+class StreamOptions(OpenAIBaseModel):
+    include_usage: bool | None = Field(
+        default=False, description="Send a last chunk with the request's token usage.")
+
+
+class UsageInfo(OpenAIBaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ErrorInfo(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorInfo
+
+
+class SamplingFields(OpenAIBaseModel):
+    """Sampling parameters common to completions and chat completions."""
+
+    # --- OpenAI fields ---------------------------------------------------------
+    model: str = Field(description="Model id from /v1/models.")
+    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature; 0 is greedy.")
+    top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling mass.")
+    n: int = Field(default=1, ge=1, le=128, description="Number of choices to generate.")
+    stream: bool = Field(default=False, description="Stream the answer as server-sent events.")
+    stream_options: StreamOptions | None = Field(default=None, description="Streaming options.")
+    stop: str | list[str] | None = Field(default=None, description="Up to 4 stop sequences.")
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2, description="Presence penalty.")
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2, description="Frequency penalty.")
+    seed: int | None = Field(default=None, description="Seed for reproducible sampling.")
+    user: str | None = Field(default=None, description="End-user id (accepted, not used).")
+    logit_bias: dict[str, float] | None = Field(default=None, description="Token id -> bias.")
+
+    # --- vLLM extensions ---------------------------------------------------------
+    top_k: int | None = Field(default=None, description="vLLM: top-k sampling (-1 or 0 = off).")
+    min_p: float | None = Field(default=None, ge=0, le=1, description="vLLM: min-p sampling.")
+    repetition_penalty: float | None = Field(default=None, gt=0, description="vLLM: repetition penalty.")
+    min_tokens: int | None = Field(default=None, ge=0, description="vLLM: minimum tokens before a stop.")
+    ignore_eos: bool | None = Field(default=None, description="vLLM: keep generating past EOS.")
+    skip_special_tokens: bool | None = Field(default=None, description="vLLM: drop special tokens from text.")
+
+    def sampling_dict(self) -> dict[str, Any]:
+        """The SamplingParams keys this request sets (unset ones keep vLLM's defaults)."""
+        out: dict[str, Any] = {"n": self.n}
+        for key in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty",
+                    "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos",
+                    "skip_special_tokens"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.stop:
+            out["stop"] = [self.stop] if isinstance(self.stop, str) else list(self.stop)
+        if self.logit_bias:
+            out["logit_bias"] = {int(k): v for k, v in self.logit_bias.items()}
+        return out
+
+
+ResponseFormatType = Literal["text", "json_object", "json_schema"]

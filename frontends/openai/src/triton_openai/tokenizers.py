@@ -1,0 +1,42 @@
+"""Tokenizers and chat templates of the served models.
+
+The vLLM backend publishes the model path as the `vllm_model` config parameter; when it
+is a folder visible to the frontend, its tokenizer gives chat templating, prompt
+lengths (for the default max_tokens and usage) and token ids for the prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+log = logging.getLogger("triton_openai")
+
+
+class TokenizerCache:
+    def __init__(self, override: str | None = None):
+        self._override = override
+        self._cache: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, model_path: str | None) -> Any | None:
+        """The tokenizer for a model path, loaded once; None when none can be found."""
+        source = self._override or model_path
+        if not source:
+            return None
+        with self._lock:
+            if source in self._cache:
+                return self._cache[source]
+            tok = None
+            # Only local folders: the frontend must not reach out to a model hub.
+            if os.path.isdir(source) or self._override:
+                try:
+                    from transformers import AutoTokenizer
+
+                    tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
+                except Exception as err:  # a model without tokenizer files still serves text
+                    log.warning("no tokenizer for %s: %s", source, err)
+            self._cache[source] = tok
+            return tok

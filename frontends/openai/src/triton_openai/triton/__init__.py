@@ -1,0 +1,14 @@
+"""How the frontend talks to Triton.
+
+Everything above this package sees one narrow interface, :class:`TritonClient`
+(`client.py`): server readiness, the model index with each model's config
+parameters, and one streaming inference call.  Two implementations exist: KServe
+gRPC to a tritonserver anywhere (`grpc_client.py`, the default) and Triton's
+in-process Python bindings (`inprocess.py`, used only where they are installed).
+`vllm_io.py` turns generation requests into the vLLM backend's tensors and back.
+"""
+
+from .client import InferResponse, ModelInfo, Tensor, TritonClient, TritonError
+from .select import create_client
+
+__all__ = ["InferResponse", "ModelInfo", "Tensor", "TritonClient", "TritonError", "create_client"]

@@ -1,0 +1,123 @@
+"""The narrow interface between the HTTP layer and a Triton server.
+
+Tensors travel as raw little-endian bytes (KServe's raw contents), so that an
+implementation never has to go through numpy for the tiny per-token responses
+that dominate streaming.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Protocol, Sequence
+
+
+class TritonError(Exception):
+    """Triton answered a request with an error, or could not be reached.
+
+    `status` is the HTTP status the frontend should report (400 for errors Triton
+    blames on the request, 503 when the server is unreachable, 500 otherwise).
+    """
+
+    def __init__(self, message: str, status: int = 500):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str
+    datatype: str  # KServe type name: BYTES, BOOL, INT64, FP32, ...
+    shape: tuple[int, ...]
+    data: bytes  # raw little-endian contents
+
+    # --- constructors for the few kinds the vLLM backend takes -------------------
+    @staticmethod
+    def bytes_(name: str, values: Sequence[bytes | str]) -> "Tensor":
+        return Tensor(name, "BYTES", (len(values),), serialize_bytes(values))
+
+    @staticmethod
+    def bool_(name: str, value: bool) -> "Tensor":
+        return Tensor(name, "BOOL", (1,), b"\x01" if value else b"\x00")
+
+    @staticmethod
+    def int64s(name: str, values: Sequence[int]) -> "Tensor":
+        return Tensor(name, "INT64", (len(values),), struct.pack(f"<{len(values)}q", *values))
+
+    # --- decoders -------------------------------------------------------------
+    def as_strings(self) -> list[str]:
+        return [b.decode("utf-8", errors="replace") for b in deserialize_bytes(self.data)]
+
+    def as_list(self) -> list:
+        """Numbers of any supported type, or strings for BYTES."""
+        if self.datatype == "BYTES":
+            return self.as_strings()
+        fmt = _STRUCT_FORMATS[self.datatype]
+        count = len(self.data) // struct.calcsize(fmt)
+        values = list(struct.unpack(f"<{count}{fmt}", self.data))
+        if self.datatype == "BOOL":
+            values = [bool(v) for v in values]
+        return values
+
+
+_STRUCT_FORMATS = {
+    "BOOL": "B", "INT8": "b", "UINT8": "B", "INT16": "h", "UINT16": "H",
+    "INT32": "i", "UINT32": "I", "INT64": "q", "UINT64": "Q",
+    "FP32": "f", "FP64": "d",
+}
+
+
+def serialize_bytes(values: Sequence[bytes | str]) -> bytes:
+    """KServe BYTES layout: each element as a 4-byte little-endian length, then the bytes."""
+    parts = []
+    for value in values:
+        b = value.encode("utf-8") if isinstance(value, str) else value
+        parts.append(struct.pack("<I", len(b)))
+        parts.append(b)
+    return b"".join(parts)
+
+
+def deserialize_bytes(data: bytes) -> list[bytes]:
+    out, offset, end = [], 0, len(data)
+    while offset < end:
+        (length,) = struct.unpack_from("<I", data, offset)
+        offset += 4
+        out.append(data[offset:offset + length])
+        offset += length
+    return out
+
+
+@dataclass
+class InferResponse:
+    outputs: dict[str, Tensor] = field(default_factory=dict)
+    final: bool = False
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    version: str
+    ready: bool
+    # The model config's `parameters` (string values), where the vLLM backend publishes
+    # vllm_model, vllm_runner and vllm_max_model_len.
+    parameters: dict[str, str]
+    backend: str = ""
+
+
+class TritonClient(Protocol):
+    async def server_ready(self) -> bool: ...
+
+    async def list_models(self) -> list[ModelInfo]: ...
+
+    def stream_infer(
+        self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str
+    ) -> AsyncIterator[InferResponse]:
+        """Send one request to a decoupled model and yield its responses.
+
+        The iterator ends after the response flagged final.  Closing it early (a
+        client that went away) must cancel the request in Triton.
+        """
+        ...
+
+    async def close(self) -> None: ...

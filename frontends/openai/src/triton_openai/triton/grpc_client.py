@@ -1,0 +1,119 @@
+"""KServe gRPC client over one shared `grpc.aio` channel.
+
+Why not `tritonclient.grpc.aio.InferenceServerClient.stream_infer`: it wraps each
+response in an InferResult (numpy conversions per token) and hides the call object
+that cancels the stream.  Using the generated stubs directly keeps per-token work to a
+protobuf parse and lets a client disconnect cancel the Triton request at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+import grpc
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+from .client import InferResponse, ModelInfo, Tensor, TritonError
+
+# Unlimited message sizes: long prompts and embeddings exceed gRPC's 4 MiB default.
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.keepalive_time_ms", 30_000),
+]
+
+# gRPC status codes that mean the request itself was wrong.
+_CLIENT_CODES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND}
+_UNAVAILABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+
+def _rpc_error(err: grpc.RpcError) -> TritonError:
+    code = err.code() if hasattr(err, "code") else None
+    status = 400 if code in _CLIENT_CODES else 503 if code in _UNAVAILABLE_CODES else 500
+    details = err.details() if hasattr(err, "details") else str(err)
+    return TritonError(f"Triton: {details}", status)
+
+
+def _stream_error(message: str) -> TritonError:
+    # Triton reports request errors of a decoupled model as a string in the stream; the
+    # vLLM backend raises TritonError(INVALID_ARG) for bad parameters, which Triton
+    # prints with this prefix-free text.  Classify by Triton's own wording.
+    lowered = message.lower()
+    status = 400 if ("invalid" in lowered or "unexpected" in lowered or "must be" in lowered
+                     or "not supported" in lowered or "maximum context" in lowered) else 500
+    return TritonError(message, status)
+
+
+class GrpcTritonClient:
+    def __init__(self, url: str):
+        self.url = url
+        self._channel = grpc.aio.insecure_channel(url, options=_CHANNEL_OPTIONS)
+        self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+
+    async def server_ready(self) -> bool:
+        try:
+            reply = await self._stub.ServerReady(service_pb2.ServerReadyRequest(), timeout=2)
+            return bool(reply.ready)
+        except grpc.RpcError:
+            return False
+
+    async def list_models(self) -> list[ModelInfo]:
+        try:
+            index = await self._stub.RepositoryIndex(
+                service_pb2.RepositoryIndexRequest(ready=False), timeout=5)
+            models = []
+            for entry in index.models:
+                ready = entry.state == "READY"
+                params: dict[str, str] = {}
+                backend = ""
+                if ready:
+                    cfg = await self._stub.ModelConfig(
+                        service_pb2.ModelConfigRequest(name=entry.name), timeout=5)
+                    params = {k: v.string_value for k, v in cfg.config.parameters.items()}
+                    backend = cfg.config.backend
+                models.append(ModelInfo(entry.name, entry.version or "", ready, params, backend))
+            return models
+        except grpc.RpcError as err:
+            raise _rpc_error(err) from None
+
+    async def stream_infer(
+        self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str
+    ) -> AsyncIterator[InferResponse]:
+        request = service_pb2.ModelInferRequest(model_name=model, id=request_id)
+        # Ask Triton to flag the last response, even when the model sends it empty.
+        request.parameters["triton_enable_empty_final_response"].bool_param = True
+        for tensor in inputs:
+            t = request.inputs.add()
+            t.name, t.datatype = tensor.name, tensor.datatype
+            t.shape.extend(tensor.shape)
+            request.raw_input_contents.append(tensor.data)
+        for name in outputs:
+            request.outputs.add().name = name
+
+        call = self._stub.ModelStreamInfer(iter((request,)))
+        try:
+            async for reply in call:
+                if reply.error_message:
+                    raise _stream_error(reply.error_message)
+                resp = reply.infer_response
+                out = {}
+                for i, tensor in enumerate(resp.outputs):
+                    out[tensor.name] = Tensor(
+                        tensor.name, tensor.datatype, tuple(tensor.shape),
+                        resp.raw_output_contents[i] if i < len(resp.raw_output_contents) else b"")
+                final_param = resp.parameters.get("triton_final_response")
+                final = bool(final_param.bool_param) if final_param is not None else False
+                yield InferResponse(out, final)
+                if final:
+                    return
+        except grpc.RpcError as err:
+            raise _rpc_error(err) from None
+        finally:
+            # Ends the gRPC stream whether the caller finished, failed or went away;
+            # Triton then cancels the request and the backend aborts it in vLLM.
+            if not call.done():
+                call.cancel()
+
+    async def close(self) -> None:
+        await self._channel.close()

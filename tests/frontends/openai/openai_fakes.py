@@ -1,0 +1,136 @@
+"""A fake of the narrow Triton client interface, following the vLLM backend's contract."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from triton_openai.triton.client import InferResponse, ModelInfo, Tensor, TritonError, deserialize_bytes
+
+
+class FakeTokenizer:
+    """Whitespace tokenizer with a tiny Jinja chat template, enough to test the frontend's logic."""
+
+    chat_template = (
+        "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+        "{% if tools %}<|tools|>{{ tools | tojson }}\n{% endif %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+    def encode(self, text, add_special_tokens=True):
+        return [len(w) for w in text.split()]
+
+    def decode(self, ids):
+        return " ".join("x" * i for i in ids)
+
+    def apply_chat_template(self, messages, tools=None, chat_template=None, tokenize=False,
+                            add_generation_prompt=True, continue_final_message=False, **kw):
+        import jinja2
+
+        return jinja2.Environment().from_string(chat_template or self.chat_template).render(
+            messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **kw)
+
+
+class FakeTokenizers:
+    def __init__(self, tok=None):
+        self.tok = tok if tok is not None else FakeTokenizer()
+
+    def get(self, path):
+        return self.tok
+
+
+def _inputs(inputs: list[Tensor]) -> dict:
+    out = {}
+    for t in inputs:
+        if t.datatype == "BYTES":
+            out[t.name] = [b.decode() for b in deserialize_bytes(t.data)]
+        else:
+            out[t.name] = t.as_list()
+    return out
+
+
+class FakeTriton:
+    """Generates " w0 w1 w2 ..." (one word per token) up to max_tokens or `script`'s text."""
+
+    def __init__(self, models=None, ready=True, script=None, delay=0.0):
+        self.models = models if models is not None else [
+            ModelInfo("llm", "1", True, {"vllm_model": "/nonexistent", "vllm_runner": "generate",
+                                          "vllm_max_model_len": "64"}),
+            ModelInfo("embed", "1", True, {"vllm_model": "/x", "vllm_runner": "pooling"}),
+            ModelInfo("other", "1", True, {}),
+        ]
+        self.ready = ready
+        self.script = script  # fixed list of token texts to "generate", or None
+        self.delay = delay
+        self.requests: list[dict] = []
+        self.cancelled = 0
+        self.closed = False
+        self.fail: TritonError | None = None
+
+    async def server_ready(self):
+        return self.ready
+
+    async def list_models(self):
+        if not self.ready:
+            raise TritonError("Triton: connection refused", 503)
+        return self.models
+
+    async def stream_infer(self, model, inputs, outputs, request_id):
+        req = _inputs(inputs)
+        req["model"], req["outputs"] = model, outputs
+        self.requests.append(req)
+        if self.fail:
+            raise self.fail
+        if "embedding" in outputs:
+            text = req.get("text_input", [""])[0]
+            vec = [float(len(text)), 1.0, -0.5]
+            yield InferResponse({
+                "embedding": Tensor("embedding", "FP32", (3,), _f32(vec)),
+                "num_input_tokens": Tensor.int64s("num_input_tokens", [len(text.split())])}, True)
+            return
+        sp = json.loads(req["sampling_parameters"][0])
+        n = sp.get("n", 1)
+        max_tokens = sp.get("max_tokens") or 16
+        tokens = self.script or [f" w{i}" for i in range(1000)]
+        produced = tokens[:max_tokens]
+        reason = "length" if len(produced) < len(tokens) else "stop"
+        n_in = len(req["input_ids"]) if "input_ids" in req else len(req["text_input"][0].split())
+        stream = req["stream"][0]
+        try:
+            if stream:
+                for i, tok in enumerate(produced):
+                    if self.delay:
+                        await asyncio.sleep(self.delay)
+                    last = i == len(produced) - 1
+                    yield self._resp(n, [tok] * n, [reason if last else ""] * n, n_in, [1] * n,
+                                     outputs, final=False, tokens=[tok])
+                yield InferResponse({}, True)
+            else:
+                yield self._resp(n, ["".join(produced)] * n, [reason] * n, n_in,
+                                 [len(produced)] * n, outputs, final=True, tokens=produced)
+        except (GeneratorExit, asyncio.CancelledError):
+            self.cancelled += 1
+            raise
+
+    def _resp(self, n, texts, reasons, n_in, counts, outputs, final, tokens):
+        out = {
+            "text_output": Tensor.bytes_("text_output", texts),
+            "finish_reason": Tensor.bytes_("finish_reason", reasons),
+            "num_input_tokens": Tensor.int64s("num_input_tokens", [n_in]),
+            "num_output_tokens": Tensor.int64s("num_output_tokens", counts),
+        }
+        if "logprobs" in outputs:
+            out["logprobs"] = Tensor.bytes_("logprobs", [json.dumps([
+                {"id": 7, "token": t, "logprob": -0.5,
+                 "top_logprobs": [{"id": 7, "token": t, "logprob": -0.5},
+                                  {"id": 8, "token": "z", "logprob": -1.5}]}
+                for t in tokens])] * n)
+        return InferResponse(out, final)
+
+    async def close(self):
+        self.closed = True
+
+
+def _f32(values):
+    import struct
+
+    return struct.pack(f"<{len(values)}f", *values)

@@ -1,0 +1,125 @@
+"""Routes, errors and middlewares of the app, against a fake Triton."""
+
+import json
+
+from triton_openai import FrontendConfig
+from triton_openai.triton.client import TritonError
+
+
+def _error_shape(resp, status, param=None):
+    assert resp.status_code == status, resp.text
+    err = resp.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["message"]
+    if param is not None:
+        assert err["param"] == param
+    return err
+
+
+def test_models_lists_only_vllm_models(client):
+    data = client.get("/v1/models").json()
+    assert data["object"] == "list"
+    assert sorted(m["id"] for m in data["data"]) == ["embed", "llm"]
+    assert client.get("/v1/models/llm").json()["max_model_len"] == 64
+
+
+def test_unknown_model_is_404(client):
+    err = _error_shape(client.get("/v1/models/nope"), 404, "model")
+    assert err["code"] == "model_not_found"
+    _error_shape(client.post("/v1/completions", json={"model": "nope", "prompt": "a"}), 404, "model")
+
+
+def test_served_model_name_mapping(make_client):
+    c = make_client(FrontendConfig(triton_metrics_url=None, served_model_names={"llm": "public"}))
+    assert sorted(m["id"] for m in c.get("/v1/models").json()["data"]) == ["embed", "public"]
+    r = c.post("/v1/completions", json={"model": "public", "prompt": "a b", "max_tokens": 2})
+    assert r.json()["model"] == "public"
+
+
+def test_bad_parameter_names_it(client):
+    err = _error_shape(client.post("/v1/chat/completions", json={
+        "model": "llm", "messages": [{"role": "user", "content": "hi"}], "temperature": 5}),
+        400, "temperature")
+    assert err["type"] == "invalid_request_error"
+    _error_shape(client.post("/v1/completions", json={"model": "llm"}), 400, "prompt")
+
+
+def test_invalid_json_is_400(client):
+    _error_shape(client.post("/v1/completions", content=b"{not json",
+                             headers={"content-type": "application/json"}), 400)
+
+
+def test_context_length_exceeded(client):
+    err = _error_shape(client.post("/v1/completions", json={
+        "model": "llm", "prompt": "a b c", "max_tokens": 62}), 400, "max_tokens")
+    assert err["code"] == "context_length_exceeded"
+
+
+def test_api_key(make_client):
+    c = make_client(FrontendConfig(triton_metrics_url=None, api_key="sekret"))
+    err = _error_shape(c.get("/v1/models"), 401)
+    assert err["code"] == "invalid_api_key"
+    _error_shape(c.get("/v1/models", headers={"Authorization": "Bearer wrong"}), 401)
+    assert c.get("/v1/models", headers={"Authorization": "Bearer sekret"}).status_code == 200
+    # Probes stay open.
+    assert c.get("/health/live").status_code == 200
+
+
+def test_body_limit(make_client):
+    c = make_client(FrontendConfig(triton_metrics_url=None, max_request_bytes=100))
+    _error_shape(c.post("/v1/completions", json={"model": "llm", "prompt": "x" * 200}), 413)
+
+
+def test_cors(make_client):
+    c = make_client(FrontendConfig(triton_metrics_url=None, cors_origins=["http://ui.example"]))
+    r = c.options("/v1/chat/completions", headers={
+        "Origin": "http://ui.example", "Access-Control-Request-Method": "POST"})
+    assert r.headers["access-control-allow-origin"] == "http://ui.example"
+
+
+def test_not_ready_is_503(make_client):
+    from openai_fakes import FakeTriton
+
+    fake = FakeTriton(ready=False)
+    c = make_client(fake=fake)
+    assert c.get("/health/ready").status_code == 503
+    assert c.get("/health/live").status_code == 200
+    _error_shape(c.post("/v1/completions", json={"model": "llm", "prompt": "a"}), 503)
+
+
+def test_triton_request_error_is_400(client, triton):
+    triton.fail = TritonError("invalid sampling parameter 'top_p'", 400)
+    _error_shape(client.post("/v1/completions", json={"model": "llm", "prompt": "a"}), 400)
+
+
+def test_unknown_route_has_openai_shape(client):
+    _error_shape(client.get("/v1/nothing"), 404)
+
+
+def test_metrics_counts_requests(client):
+    client.get("/v1/models")
+    text = client.get("/metrics").text
+    assert 'openai_frontend_requests_total{method="GET",path="/v1/models",status="200"}' in text
+
+
+def test_embeddings_float_and_base64(client, triton):
+    import base64
+    import struct
+
+    r = client.post("/v1/embeddings", json={"model": "embed", "input": ["ab cd", "x"]}).json()
+    assert [d["index"] for d in r["data"]] == [0, 1]
+    assert r["data"][0]["embedding"] == [5.0, 1.0, -0.5]
+    assert r["usage"]["prompt_tokens"] == 3
+    b = client.post("/v1/embeddings", json={"model": "embed", "input": "ab cd",
+                                           "encoding_format": "base64"}).json()
+    vec = struct.unpack("<3f", base64.b64decode(b["data"][0]["embedding"]))
+    assert list(vec) == [5.0, 1.0, -0.5]
+    _error_shape(client.post("/v1/embeddings", json={"model": "llm", "input": "a"}), 400, "model")
+    ids = client.post("/v1/embeddings", json={"model": "embed", "input": [1, 2, 3]}).json()
+    assert len(ids["data"]) == 1 and "input_ids" in triton.requests[-1]
+
+
+def test_shutdown_closes_triton_client(make_client, triton):
+    c = make_client()
+    c.__exit__(None, None, None)
+    assert triton.closed

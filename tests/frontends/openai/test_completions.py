@@ -1,0 +1,86 @@
+"""/v1/completions against a fake Triton following the vLLM backend's contract."""
+
+import json
+
+
+def _sse(resp):
+    events = [line[6:] for line in resp.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    return [json.loads(e) for e in events[:-1]]
+
+
+def test_default_max_tokens_is_what_the_context_leaves(client, triton):
+    r = client.post("/v1/completions", json={"model": "llm", "prompt": "a b c"}).json()
+    sp = json.loads(triton.requests[-1]["sampling_parameters"][0])
+    assert sp["max_tokens"] == 64 - 3  # 3 prompt tokens for the fake tokenizer
+    assert r["choices"][0]["finish_reason"] == "length"
+    assert r["usage"] == {"prompt_tokens": 3, "completion_tokens": 61, "total_tokens": 64}
+    # Token ids go to the backend, so that usage is exact.
+    assert triton.requests[-1]["input_ids"] == [1, 1, 1]
+
+
+def test_stream_equals_full(client):
+    body = {"model": "llm", "prompt": "a b", "max_tokens": 5, "temperature": 0}
+    full = client.post("/v1/completions", json=body).json()
+    events = _sse(client.post("/v1/completions", json=dict(body, stream=True,
+                                                           stream_options={"include_usage": True})))
+    text = "".join(e["choices"][0]["text"] for e in events if e["choices"])
+    assert text == full["choices"][0]["text"] == " w0 w1 w2 w3 w4"
+    assert events[-1]["usage"] == full["usage"]
+    assert [e["choices"][0]["finish_reason"] for e in events if e["choices"]][-1] == "length"
+
+
+def test_n_and_list_prompts_index_choices(client):
+    r = client.post("/v1/completions", json={
+        "model": "llm", "prompt": ["a", "b c"], "n": 2, "max_tokens": 2}).json()
+    assert [c["index"] for c in r["choices"]] == [0, 1, 2, 3]
+    assert r["usage"]["prompt_tokens"] == 3 and r["usage"]["completion_tokens"] == 8
+
+
+def test_sampling_parameters_reach_the_backend(client, triton):
+    client.post("/v1/completions", json={
+        "model": "llm", "prompt": "a", "max_tokens": 3, "temperature": 0.5, "top_p": 0.9,
+        "seed": 7, "stop": "x", "presence_penalty": 0.1, "frequency_penalty": 0.2, "n": 1,
+        "logprobs": 2})
+    sp = json.loads(triton.requests[-1]["sampling_parameters"][0])
+    assert sp == {"n": 1, "temperature": 0.5, "top_p": 0.9, "seed": 7, "presence_penalty": 0.1,
+                  "frequency_penalty": 0.2, "stop": ["x"], "max_tokens": 3, "logprobs": 2}
+
+
+def test_logprobs_layout(client):
+    r = client.post("/v1/completions", json={
+        "model": "llm", "prompt": "a", "max_tokens": 2, "logprobs": 1}).json()
+    lp = r["choices"][0]["logprobs"]
+    assert lp["tokens"] == [" w0", " w1"]
+    assert lp["token_logprobs"] == [-0.5, -0.5]
+    assert lp["text_offset"] == [0, 3]
+    assert lp["top_logprobs"][0] == {" w0": -0.5}
+
+
+def test_echo(client):
+    r = client.post("/v1/completions", json={
+        "model": "llm", "prompt": "a b", "max_tokens": 1, "echo": True}).json()
+    assert r["choices"][0]["text"] == "a b w0"
+
+
+def test_disconnect_cancels_triton_request(triton):
+    """Closing the body iterator (what Starlette does on a disconnect) ends the Triton stream."""
+    import asyncio
+
+    from openai_fakes import FakeTokenizers
+    from triton_openai import FrontendConfig, build_app
+    from triton_openai.completions.protocol import CompletionRequest
+
+    triton.delay = 0.01
+    app = build_app(FrontendConfig(triton_metrics_url=None), client=triton)
+    app.state.completions.gen.tokenizers = FakeTokenizers()
+
+    async def run():
+        resp = await app.state.completions.create(
+            CompletionRequest(model="llm", prompt="a", max_tokens=50, stream=True), None)
+        it = resp.body_iterator
+        await it.__anext__()
+        await it.aclose()
+
+    asyncio.run(run())
+    assert triton.cancelled == 1
