@@ -1,0 +1,22 @@
+"""Helpers shared by the end-to-end suites under qa/.
+
+- `TritonServer` starts a real tritonserver (on this host, or in a container of the image
+  named by `TVB_IMAGE`) on free loopback ports.
+- `tiny_model_path()` makes the tiny test model once and caches it.
+- `write_model_repository()` lays out a model repository for the vLLM backend.
+
+`qa/conftest.py` puts the repository root on `sys.path`, so tests import these as
+`from qa.common import TritonServer`.
+"""
+
+from qa.common.models import tiny_model_path, write_model_repository, write_vllm_model
+from qa.common.tritonserver import ServerError, TritonServer, free_port
+
+__all__ = [
+    "ServerError",
+    "TritonServer",
+    "free_port",
+    "tiny_model_path",
+    "write_model_repository",
+    "write_vllm_model",
+]

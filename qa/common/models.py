@@ -1,0 +1,83 @@
+"""Test models and model repositories for the vLLM backend."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MAKE_TINY_MODEL = REPO_ROOT / "model_repository" / "make_tiny_model.py"
+
+
+def cache_home() -> Path:
+    return Path(os.environ.get("TVB_HOME", Path.home() / ".cache" / "triton-vllm-build"))
+
+
+def tiny_model_path() -> Path:
+    """Return the tiny test model, making it the first time.
+
+    The cache key is a hash of make_tiny_model.py, so a change to the recipe makes a new
+    model instead of reusing a stale one.  A file lock lets parallel test sessions share it.
+    """
+    digest = hashlib.sha256(MAKE_TINY_MODEL.read_bytes()).hexdigest()[:12]
+    home = cache_home()
+    home.mkdir(parents=True, exist_ok=True)
+    target = home / f"tiny-model-{digest}"
+    if (target / "config.json").exists():
+        return target
+    with open(home / ".tiny-model.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "config.json").exists():
+            return target
+        tmp = home / f"tiny-model-{digest}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        # A subprocess keeps torch/transformers out of the test process.
+        subprocess.run([sys.executable, str(MAKE_TINY_MODEL), str(tmp)], check=True,
+                       stdout=subprocess.DEVNULL)
+        # Written apart and renamed, so a half-made model is never seen as done.
+        tmp.rename(target)
+    return target
+
+
+CONFIG_PBTXT = """\
+backend: "vllm"
+{extra}
+instance_group [
+  {{
+    count: 1
+    kind: KIND_MODEL
+  }}
+]
+"""
+
+
+def write_vllm_model(repository: Path | str, name: str, engine_args: dict,
+                     config_extra: str = "", files: dict[str, str] | None = None) -> Path:
+    """Write one vLLM-backend model: `config.pbtxt` and `1/model.json` (+ extra files in 1/).
+
+    The config is minimal on purpose: the backend's auto-complete fills in the inputs,
+    outputs, batching and decoupled policy.
+    """
+    model_dir = Path(repository) / name
+    version = model_dir / "1"
+    version.mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.pbtxt").write_text(CONFIG_PBTXT.format(extra=config_extra))
+    (version / "model.json").write_text(json.dumps(engine_args, indent=2) + "\n")
+    for filename, text in (files or {}).items():
+        (version / filename).write_text(text)
+    return model_dir
+
+
+def write_model_repository(repository: Path | str, models: dict[str, dict]) -> Path:
+    """Write a repository of vLLM-backend models: `{name: engine_args}`."""
+    repository = Path(repository)
+    repository.mkdir(parents=True, exist_ok=True)
+    for name, engine_args in models.items():
+        write_vllm_model(repository, name, engine_args)
+    return repository
