@@ -1,0 +1,350 @@
+"""Triton Python-backend model that serves LLMs with vLLM's async engine.
+
+A model whose config.pbtxt says `backend: "vllm"` runs this file.  Its engine arguments
+come from `model.json` in the version folder (see README.md).  vLLM does the scheduling
+(in-flight batching, paged attention); this file only moves requests in and responses out:
+
+- `execute()` reads each request's tensors at once (they are not valid later), and hands
+  the request to an asyncio loop in a thread of its own, which runs the AsyncLLM engine;
+- the loop streams vLLM's outputs back through the request's response sender, and polls
+  for cancellation so that a client that goes away frees its slot in vLLM at once.
+"""
+
+from __future__ import annotations
+
+import locale
+
+# The Python stub starts without a UTF-8 locale, and importing vLLM/torch under the
+# C locale fails with an ascii codec error.
+try:
+    locale.setlocale(locale.LC_ALL, "C.UTF-8")
+except locale.Error:
+    pass
+
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import uuid  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import triton_python_backend_utils as pb_utils  # noqa: E402
+
+# Our helpers first, whatever else is on the path under the name `utils`.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from utils import engine_config, io_spec, lora, outputs, params  # noqa: E402
+from utils.engine_config import ConfigError  # noqa: E402
+
+# How often running requests are checked for cancellation, in seconds.
+CANCEL_POLL_S = 0.05
+
+
+def _version_dir_of_stub() -> Path | None:
+    """The model's version folder, during auto-complete.
+
+    auto_complete_config() gets the model config alone, not the repository path; the
+    Python stub's command line carries `<repository>/<model>/<version>/model.py`.
+    """
+    try:
+        argv = Path("/proc/self/cmdline").read_bytes().split(b"\0")
+        return Path(argv[1].decode()).parent
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config):
+        runner = io_spec.GENERATE
+        version_dir = _version_dir_of_stub()
+        if version_dir is not None:
+            try:
+                runner = engine_config.runner_of(engine_config.load_model_json(version_dir))
+            except ConfigError:
+                pass  # initialize() reports it, with the model's own path.
+        for spec in io_spec.inputs_for(runner):
+            auto_complete_model_config.add_input(spec)
+        for spec in io_spec.outputs_for(runner):
+            auto_complete_model_config.add_output(spec)
+        # vLLM batches in flight itself; Triton must hand requests over one by one and let
+        # the model answer each with a stream of responses.
+        auto_complete_model_config.set_max_batch_size(0)
+        auto_complete_model_config.set_model_transaction_policy({"decoupled": True})
+        return auto_complete_model_config
+
+    # ------------------------------------------------------------------ load
+    def initialize(self, args):
+        self.logger = pb_utils.Logger
+        self.model_config = json.loads(args["model_config"])
+        self.model_name = args["model_name"]
+        self.version = args["model_version"]
+        version_dir = Path(args["model_repository"]) / self.version
+        if not pb_utils.using_decoupled_model_transaction_policy(self.model_config):
+            raise ConfigError("the vLLM backend needs `model_transaction_policy { decoupled: "
+                              "true }` (auto-complete sets it unless the config says otherwise)")
+        parameters = self.model_config.get("parameters", {})
+        self.health_check = engine_config.bool_setting(parameters, "ENABLE_VLLM_HEALTH_CHECK")
+        report_metrics = engine_config.bool_setting(parameters, "REPORT_CUSTOM_METRICS")
+
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        import dataclasses
+
+        raw = engine_config.load_model_json(version_dir)
+        engine_config.check_keys(raw, {f.name for f in dataclasses.fields(AsyncEngineArgs)})
+        engine_config.check_devices(raw, args.get("model_instance_kind", "CPU"))
+        raw = engine_config.resolve_paths(raw, version_dir)
+        self.runner = engine_config.runner_of(raw)
+        self.adapters = lora.load_adapters(version_dir, bool(raw.get("enable_lora")))
+        try:
+            engine_args = AsyncEngineArgs(**raw)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"model.json: {e}") from None
+
+        self.stat_loggers: list = []
+        stat_factories = None
+        if report_metrics:
+            if engine_args.disable_log_stats:
+                raise ConfigError('REPORT_CUSTOM_METRICS needs vLLM\'s statistics: set '
+                                  '"disable_log_stats": false in model.json')
+            from utils.metrics import make_factory
+            labels = {"model": self.model_name, "version": str(self.version)}
+            stat_factories = [make_factory(labels, self.stat_loggers)]
+
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self._loop.run_forever,
+                                             name="vllm-engine-loop", daemon=True)
+        self._loop_thread.start()
+        self._active: dict[str, object] = {}  # request id -> response sender
+        self._healthy = True
+        try:
+            self.engine = self._run(self._make_engine(engine_args, stat_factories))
+        except Exception:
+            self._stop_loop()
+            raise
+        from vllm import SamplingParams
+        self._sampling_fields = set(SamplingParams.__struct_fields__)
+        self._cancel_poller = asyncio.run_coroutine_threadsafe(self._poll_cancelled(),
+                                                               self._loop)
+        self.logger.log_info(f"[vllm] {self.model_name} ready ({self.runner}, "
+                             f"model {raw['model']})")
+
+    async def _make_engine(self, engine_args, stat_factories):
+        # Made on the loop, so its output handler runs on that loop.
+        from vllm.v1.engine.async_llm import AsyncLLM
+        return AsyncLLM.from_engine_args(engine_args, stat_loggers=stat_factories)
+
+    def _run(self, coroutine, timeout=None):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    # --------------------------------------------------------------- requests
+    def execute(self, requests):
+        if self.health_check and not self._check_health():
+            for request in requests:
+                self._fail(request.get_response_sender(),
+                           "the vLLM engine is not healthy; the model is being unloaded")
+            return None
+        for request in requests:
+            sender = request.get_response_sender()
+            try:
+                job = self._read_request(request)
+            except (params.ParameterError, lora.UnknownAdapter, ValueError) as e:
+                self._fail(sender, str(e))
+                continue
+            asyncio.run_coroutine_threadsafe(self._serve(job, sender), self._loop)
+        return None
+
+    def _read_request(self, request) -> dict:
+        """Everything the request says, read now (tensors are not valid later)."""
+        def get(name):
+            tensor = pb_utils.get_input_tensor_by_name(request, name)
+            return None if tensor is None else tensor.as_numpy()
+
+        def flag(name, default=False):
+            value = get(name)
+            return default if value is None else bool(value.reshape(-1)[0])
+
+        text = get("text_input")
+        ids = get("input_ids")
+        if ids is not None and ids.size:
+            prompt = {"prompt_token_ids": [int(t) for t in ids.reshape(-1)]}
+        elif text is not None:
+            value = text.reshape(-1)[0]
+            prompt = {"prompt": value.decode("utf-8") if isinstance(value, bytes) else str(value)}
+        else:
+            raise ValueError("the request needs text_input or input_ids")
+        wanted = outputs.Wanted(
+            finish_reason=flag("return_finish_reason"),
+            cumulative_logprob=flag("return_cumulative_logprob"),
+            logprobs=flag("return_logprobs"),
+            num_input_tokens=flag("return_num_input_tokens"),
+            num_output_tokens=flag("return_num_output_tokens"),
+        )
+        job = {"id": uuid.uuid4().hex, "prompt": prompt, "wanted": wanted}
+        if self.runner == io_spec.POOLING:
+            return job
+        stream = flag("stream")
+        sp = get("sampling_parameters")
+        sp = None if sp is None else sp.reshape(-1)[0]
+        # vLLM computes logprobs (and so the cumulative one) only when asked: 0 asks for
+        # the sampled token's alone.
+        need_logprobs = wanted.logprobs or wanted.cumulative_logprob
+        job["sampling"] = self._sampling_params(sp, stream, need_logprobs)
+        job["stream"] = stream
+        # As Triton's own vLLM backend: a complete (non-streamed) answer repeats the
+        # prompt unless the client excludes it; streamed answers never do.
+        job["exclude_input"] = flag("exclude_input_in_output", default=False) or stream
+        return job
+
+    def _sampling_params(self, raw, stream, need_logprobs=False):
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
+
+        kwargs = params.parse_sampling_parameters(raw, self._sampling_fields)
+        lora_name = kwargs.pop(params.LORA_NAME, None)
+        structured = kwargs.pop(params.STRUCTURED_OUTPUTS, None)
+        if need_logprobs and kwargs.get("logprobs") is None:
+            kwargs["logprobs"] = 0
+        try:
+            if structured is not None:
+                kwargs["structured_outputs"] = StructuredOutputsParams(**structured)
+            # Streams need every step; a complete answer needs only the last one.
+            kind = RequestOutputKind.CUMULATIVE if stream else RequestOutputKind.FINAL_ONLY
+            sampling = SamplingParams(**kwargs, output_kind=kind)
+        except (TypeError, ValueError) as e:
+            raise params.ParameterError(f"invalid sampling parameters: {e}") from None
+        return sampling, self._lora_request(lora_name)
+
+    def _lora_request(self, name):
+        if name is None:
+            return None
+        from vllm.lora.request import LoRARequest
+        adapter_id, path = lora.adapter_id(self.adapters, name)
+        return LoRARequest(name, adapter_id, str(path))
+
+    async def _serve(self, job, sender):
+        request_id = job["id"]
+        self._active[request_id] = sender
+        try:
+            if self.runner == io_spec.POOLING:
+                await self._embed(job, sender)
+            else:
+                await self._generate(job, sender)
+        except asyncio.CancelledError:
+            await self.engine.abort(request_id)
+            self._send(sender, None, final=True)
+        except Exception as e:  # noqa: BLE001 - any failure answers the request
+            self.logger.log_error(f"[vllm] request {request_id} failed: {e!r}")
+            self._fail(sender, _describe(e))
+        finally:
+            self._active.pop(request_id, None)
+
+    async def _generate(self, job, sender):
+        (sampling, lora_request), wanted = job["sampling"], job["wanted"]
+        state = outputs.StreamState(sampling.n) if job["stream"] else None
+        last = None
+        async for result in self.engine.generate(job["prompt"], sampling, job["id"],
+                                                 lora_request=lora_request):
+            if sender.is_cancelled():
+                await self.engine.abort(job["id"])
+                self._send(sender, None, final=True)
+                return
+            last = result
+            if state is not None and not result.finished:
+                self._send(sender, outputs.generate_outputs(result, sampling.n, wanted, state))
+        if last is None:
+            self._send(sender, None, final=True)
+            return
+        prefix = "" if job["exclude_input"] else (last.prompt or "")
+        self._send(sender, outputs.generate_outputs(last, sampling.n, wanted, state, prefix),
+                   final=True)
+
+    async def _embed(self, job, sender):
+        from vllm.pooling_params import PoolingParams
+        last = None
+        async for result in self.engine.encode(job["prompt"], PoolingParams(task="embed"),
+                                               job["id"]):
+            last = result
+        self._send(sender, outputs.pooling_outputs(last, job["wanted"]), final=True)
+
+    async def _poll_cancelled(self):
+        """Abort requests whose client went away, also while they wait in vLLM's queue
+        or generate a complete (non-streamed) answer, when no output comes to check."""
+        while True:
+            await asyncio.sleep(CANCEL_POLL_S)
+            cancelled = [rid for rid, sender in list(self._active.items())
+                         if sender.is_cancelled()]
+            if cancelled:
+                await self.engine.abort(cancelled)
+                for rid in cancelled:
+                    sender = self._active.pop(rid, None)
+                    if sender is not None:
+                        self.logger.log_info(f"[vllm] request {rid} cancelled by the client")
+
+    def _send(self, sender, arrays, final=False):
+        flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if final else 0
+        try:
+            if arrays is None:
+                sender.send(flags=flags)
+                return
+            tensors = [pb_utils.Tensor(name, value) for name, value in arrays.items()]
+            sender.send(pb_utils.InferenceResponse(output_tensors=tensors), flags=flags)
+        except Exception as e:  # noqa: BLE001 - e.g. the client is gone; nothing to tell it
+            self.logger.log_verbose(f"[vllm] could not send a response: {e!r}")
+
+    def _fail(self, sender, message):
+        response = pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
+        sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    # ----------------------------------------------------------------- health
+    def _check_health(self) -> bool:
+        if not self._healthy:
+            return False
+        try:
+            self._run(self.engine.check_health(), timeout=10)
+            return True
+        except Exception as e:  # noqa: BLE001 - any failure means unhealthy
+            self._healthy = False
+            self.logger.log_error(f"[vllm] engine health check failed ({e!r}); "
+                                  f"unloading {self.model_name}")
+            try:
+                # Takes effect in explicit model control mode; the model's ready endpoint
+                # then says not ready.
+                pb_utils.unload_model(self.model_name)
+            except Exception as unload_error:  # noqa: BLE001
+                self.logger.log_warn(f"[vllm] could not unload {self.model_name}: "
+                                     f"{unload_error}")
+            return False
+
+    # --------------------------------------------------------------- unload
+    def finalize(self):
+        self.logger.log_info(f"[vllm] stopping the engine of {self.model_name}")
+        if getattr(self, "_cancel_poller", None) is not None:
+            self._cancel_poller.cancel()
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            ids = list(self._active)
+            if ids:
+                try:
+                    self._run(engine.abort(ids), timeout=10)
+                except Exception:  # noqa: BLE001 - the engine may be dead already
+                    pass
+            engine.shutdown()
+        for logger in getattr(self, "stat_loggers", []):
+            logger.finalize()
+        self._stop_loop()
+
+    def _stop_loop(self):
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join(timeout=10)
+
+
+def _describe(error: BaseException) -> str:
+    """A message a client can act on: vLLM wraps validation errors in EngineGenerateError."""
+    cause = error
+    while cause.__cause__ is not None and str(cause) in ("", type(cause).__name__):
+        cause = cause.__cause__
+    text = str(cause) or type(cause).__name__
+    return f"{type(cause).__name__}: {text}" if str(cause) else text

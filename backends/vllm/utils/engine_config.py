@@ -1,0 +1,105 @@
+"""Read and check a model's `model.json`: the vLLM engine arguments.
+
+Every check fails the model load with one `ConfigError` that names the offending key or
+setting, so a typo in model.json is a one-line message in the server log rather than a
+traceback from deep inside vLLM (and the server keeps serving its other models).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+
+MODEL_JSON = "model.json"
+MULTI_LORA_JSON = "multi_lora.json"
+
+# Keys whose value is a local path that must exist when it looks like one (a value
+# such as "org/name" is a hub id and is left to vLLM).
+_PATH_KEYS = ("model", "tokenizer")
+
+
+class ConfigError(ValueError):
+    """model.json (or the model config around it) cannot make an engine."""
+
+
+def load_model_json(version_dir: Path | str) -> dict:
+    path = Path(version_dir) / MODEL_JSON
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file (the vLLM backend reads its engine "
+                          f"arguments from {MODEL_JSON} in the model's version folder)")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold a JSON object of engine arguments")
+    if "model" not in data:
+        raise ConfigError(f"{path}: the key 'model' (a model folder or hub id) is required")
+    return data
+
+
+def _looks_local(value: str) -> bool:
+    return value.startswith(("/", "./", "../", "~"))
+
+
+def resolve_paths(engine_args: dict, version_dir: Path | str) -> dict:
+    """Make relative model paths relative to the version folder, and check they exist."""
+    out = dict(engine_args)
+    for key in _PATH_KEYS:
+        value = out.get(key)
+        if not isinstance(value, str):
+            continue
+        candidate = Path(version_dir) / value
+        if value.startswith(("./", "../")):
+            out[key] = str(candidate.resolve())
+        elif _looks_local(value):
+            out[key] = os.path.expanduser(value)
+        if _looks_local(value) and not Path(out[key]).exists():
+            raise ConfigError(f"{MODEL_JSON}: '{key}' names {out[key]}, which does not exist")
+    return out
+
+
+def check_keys(engine_args: dict, known: set[str]) -> None:
+    """Every key must be an engine argument (`known` = AsyncEngineArgs field names)."""
+    for key in engine_args:
+        if key not in known:
+            hint = difflib.get_close_matches(key, known, n=1)
+            also = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise ConfigError(f"{MODEL_JSON}: unknown engine argument '{key}'{also}")
+
+
+def check_devices(engine_args: dict, instance_kind: str) -> None:
+    """Triton's KIND_GPU instance pins one GPU per instance, which tensor or pipeline
+    parallelism over several GPUs cannot live with: use KIND_MODEL for those."""
+    for key in ("tensor_parallel_size", "pipeline_parallel_size"):
+        size = engine_args.get(key, 1)
+        try:
+            size = int(size)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{MODEL_JSON}: '{key}' must be an integer, got {size!r}") from None
+        if size > 1 and instance_kind.upper() in ("GPU", "KIND_GPU"):
+            raise ConfigError(
+                f"{MODEL_JSON}: '{key}' is {size}, but the instance group kind is KIND_GPU, "
+                f"which gives each instance one GPU; set `kind: KIND_MODEL` in config.pbtxt "
+                f"so that vLLM places its {size} workers itself")
+
+
+def runner_of(engine_args: dict) -> str:
+    """"pooling" for embedding models, "generate" otherwise."""
+    runner = engine_args.get("runner", "auto")
+    if runner == "pooling" or engine_args.get("convert") in ("embed", "classify"):
+        return "pooling"
+    return "generate"
+
+
+def bool_setting(params: dict, name: str, env: dict | None = None) -> bool:
+    """A switch given as a config.pbtxt parameter or as an environment variable."""
+    env = os.environ if env is None else env
+    value = params.get(name, {})
+    if isinstance(value, dict):
+        value = value.get("string_value")
+    if value is None:
+        value = env.get(name)
+    return str(value).strip().lower() in ("1", "true", "yes", "on") if value is not None else False

@@ -1,0 +1,137 @@
+"""vLLM's engine statistics as Triton custom metrics (`vllm:` prefix, labels model/version).
+
+A vLLM stat logger receives the engine's statistics once per engine step.  Every Triton
+metric update is a message from the Python stub to the server, so `record()` only queues
+the numbers and one worker thread of our own makes the updates, off the engine's loop.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+from vllm.v1.metrics.loggers import StatLoggerBase
+
+import triton_python_backend_utils as pb_utils
+
+# Bucket bounds as vLLM's own Prometheus logger uses them (seconds, tokens).
+_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
+_TPOT_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
+_E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
+                50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
+_N_BUCKETS = [1, 2, 5, 10, 20]
+
+
+def _token_buckets(max_model_len: int) -> list[float]:
+    """1, 2, 5, 10, 20, 50, ... up to max_model_len (vLLM's 1-2-5 series)."""
+    buckets, exponent = [], 0
+    while True:
+        for m in (1, 2, 5):
+            value = m * 10**exponent
+            if value > max_model_len:
+                return buckets
+            buckets.append(float(value))
+        exponent += 1
+
+
+class TritonMetrics:
+    """The metric families and this model's labelled series in them."""
+
+    def __init__(self, labels: dict[str, str], max_model_len: int):
+        def counter(name, doc):
+            family = pb_utils.MetricFamily(name=name, description=doc,
+                                           kind=pb_utils.MetricFamily.COUNTER)
+            return family, family.Metric(labels=labels)
+
+        def histogram(name, doc, buckets):
+            family = pb_utils.MetricFamily(name=name, description=doc,
+                                           kind=pb_utils.MetricFamily.HISTOGRAM)
+            return family, family.Metric(labels=labels, buckets=buckets)
+
+        # Families are kept referenced: a family that is garbage-collected disappears.
+        self._families = []
+        token_buckets = _token_buckets(max_model_len)
+        specs = {
+            "prompt_tokens": ("counter", "vllm:prompt_tokens_total",
+                              "Number of prefill tokens processed.", None),
+            "generation_tokens": ("counter", "vllm:generation_tokens_total",
+                                  "Number of generation tokens processed.", None),
+            "ttft": ("histogram", "vllm:time_to_first_token_seconds",
+                     "Histogram of time to first token in seconds.", _TTFT_BUCKETS),
+            "tpot": ("histogram", "vllm:time_per_output_token_seconds",
+                     "Histogram of time per output token in seconds.", _TPOT_BUCKETS),
+            "e2e": ("histogram", "vllm:e2e_request_latency_seconds",
+                    "Histogram of end to end request latency in seconds.", _E2E_BUCKETS),
+            "prompt_per_request": ("histogram", "vllm:request_prompt_tokens",
+                                   "Number of prefill tokens processed.", token_buckets),
+            "generation_per_request": ("histogram", "vllm:request_generation_tokens",
+                                       "Number of generation tokens processed.", token_buckets),
+            "n": ("histogram", "vllm:request_params_n",
+                  "Histogram of the n request parameter.", _N_BUCKETS),
+        }
+        self.series = {}
+        for key, (kind, name, doc, buckets) in specs.items():
+            family, metric = (counter(name, doc) if kind == "counter"
+                              else histogram(name, doc, buckets))
+            self._families.append(family)
+            self.series[key] = metric
+
+    def apply(self, update: dict[str, list[float] | float]) -> None:
+        for key, value in update.items():
+            metric = self.series[key]
+            if isinstance(value, list):
+                for v in value:
+                    metric.observe(v)
+            elif value:
+                metric.increment(value)
+
+
+class TritonStatLogger(StatLoggerBase):
+    """A vLLM stat logger that forwards to TritonMetrics through a worker thread."""
+
+    def __init__(self, labels: dict[str, str], vllm_config, engine_index: int = 0):
+        self._metrics = TritonMetrics(labels, vllm_config.model_config.max_model_len)
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="vllm-metrics", daemon=True)
+        self._thread.start()
+
+    def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
+        if iteration_stats is None:
+            return
+        finished = iteration_stats.finished_requests
+        self._queue.put({
+            "prompt_tokens": iteration_stats.num_prompt_tokens,
+            "generation_tokens": iteration_stats.num_generation_tokens,
+            "ttft": list(iteration_stats.time_to_first_tokens_iter),
+            "tpot": list(iteration_stats.inter_token_latencies_iter),
+            "n": list(iteration_stats.n_params_iter),
+            "e2e": [r.e2e_latency for r in finished],
+            "prompt_per_request": [r.num_prompt_tokens for r in finished],
+            "generation_per_request": [r.num_generation_tokens for r in finished],
+        })
+
+    def log_engine_initialized(self):
+        pass
+
+    def _work(self):
+        while True:
+            update = self._queue.get()
+            if update is None:
+                return
+            self._metrics.apply(update)
+
+    def finalize(self):
+        """Apply what is queued, then stop the worker."""
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+
+def make_factory(labels: dict[str, str], loggers: list):
+    """A vLLM StatLoggerFactory that keeps the loggers it makes in `loggers`."""
+    def factory(vllm_config, engine_index=0):
+        logger = TritonStatLogger(labels, vllm_config, engine_index)
+        loggers.append(logger)
+        return logger
+    return factory
