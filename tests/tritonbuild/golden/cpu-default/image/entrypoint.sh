@@ -1,0 +1,51 @@
+#!/bin/bash
+# Entrypoint of the Triton + vLLM image (rendered by build.py for this image's flags).
+#
+#   (no arguments)      start tritonserver
+#   -ARGS...            the same, with ARGS added to tritonserver's flags
+#   versions [--json]   report every pinned version, checked against what is installed
+#   COMMAND ARGS...     run COMMAND instead (e.g. `tritonserver --model-repository=/models`)
+#
+# MODEL_REPOSITORY picks the model repository (default: the sample one in the image).
+set -euo pipefail
+
+if [ "${1:-}" = "versions" ]; then
+    shift
+    exec /opt/venv/bin/python /opt/triton-vllm/report_versions.py "$@"
+fi
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+    exec "$@"
+fi
+
+# The statistics API is closed unless TRITON_STATISTICS_KEY is set (built without --enable-stats).
+TRITON_STATISTICS_KEY="${TRITON_STATISTICS_KEY:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}"
+server_args=(
+    "--model-repository=${MODEL_REPOSITORY:-/opt/tritonserver/model_repository}"
+    "--backend-directory=/opt/tritonserver/backends"
+    "--allow-http=true"
+    "--http-port=8000"
+    "--allow-grpc=true"
+    "--grpc-port=8001"
+    "--allow-metrics=false"
+    "--http-restricted-api=statistics:triton-statistics-key=${TRITON_STATISTICS_KEY}"
+    "--grpc-restricted-protocol=statistics:triton-statistics-key=${TRITON_STATISTICS_KEY}"
+    "--log-info=false"
+)
+
+pids=()
+stop() {
+    trap - TERM INT
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+}
+trap stop TERM INT
+
+tritonserver "${server_args[@]}" "$@" &
+pids+=($!)
+
+# Run until either process ends (or a signal arrives), then stop the other one and exit
+# with the status of the one that ended first.
+status=0
+wait -n "${pids[@]}" || status=$?
+stop
+wait "${pids[@]}" 2>/dev/null || true
+exit "$status"

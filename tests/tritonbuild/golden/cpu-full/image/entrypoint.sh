@@ -1,0 +1,59 @@
+#!/bin/bash
+# Entrypoint of the Triton + vLLM image (rendered by build.py for this image's flags).
+#
+#   (no arguments)      start tritonserver and the OpenAI frontend
+#   -ARGS...            the same, with ARGS added to tritonserver's flags
+#   versions [--json]   report every pinned version, checked against what is installed
+#   COMMAND ARGS...     run COMMAND instead (e.g. `tritonserver --model-repository=/models`)
+#
+# MODEL_REPOSITORY picks the model repository (default: the sample one in the image).
+set -euo pipefail
+
+if [ "${1:-}" = "versions" ]; then
+    shift
+    exec /opt/venv/bin/python /opt/triton-vllm/report_versions.py "$@"
+fi
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+    exec "$@"
+fi
+
+server_args=(
+    "--model-repository=${MODEL_REPOSITORY:-/opt/tritonserver/model_repository}"
+    "--backend-directory=/opt/tritonserver/backends"
+    "--allow-http=true"
+    "--http-port=8000"
+    "--allow-grpc=true"
+    "--grpc-port=8001"
+    "--allow-sagemaker=true"
+    "--sagemaker-port=8080"
+    "--allow-vertex-ai=true"
+    "--vertex-ai-port=8081"
+    "--allow-metrics=true"
+    "--metrics-port=8002"
+    "--allow-gpu-metrics=false"
+    "--allow-cpu-metrics=true"
+    "--log-info=true"
+    "--trace-config=level=TIMESTAMPS"
+    "--trace-config=rate=1000"
+    "--trace-config=triton,file=/tmp/triton-trace.json"
+)
+
+pids=()
+stop() {
+    trap - TERM INT
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+}
+trap stop TERM INT
+
+tritonserver "${server_args[@]}" "$@" &
+pids+=($!)
+triton-openai --triton-url localhost:8001 --host 0.0.0.0 --port 9000 &
+pids+=($!)
+
+# Run until either process ends (or a signal arrives), then stop the other one and exit
+# with the status of the one that ended first.
+status=0
+wait -n "${pids[@]}" || status=$?
+stop
+wait "${pids[@]}" 2>/dev/null || true
+exit "$status"

@@ -1,0 +1,85 @@
+"""What a component is: a small describer of its part of the image.
+
+A component never writes Dockerfile text.  It answers questions through hooks that return
+lists (packages, pip steps, environment, labels, stages, files for the build context),
+and render.py composes the answers of all components into the templates' input.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..plan import BuildPlan
+
+__all__ = ["Component", "Stage", "ContextItem", "PipStep"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A build stage: its name and the template (under dockerfiles/) that writes it."""
+    name: str
+    template: str
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """A file or folder the build context must hold: from the checkout, or rendered text."""
+    dest: str                       # path inside the build context
+    source: Path | None = None      # file or folder to copy (hard-link where possible)
+    template: str | None = None     # or a template under dockerfiles/ rendered with the plan
+    text: str | None = None         # or contents made by the component
+    executable: bool = False
+
+
+@dataclass(frozen=True)
+class PipStep:
+    """One `pip install` RUN of the venv stage (one layer, so each is cached on its own)."""
+    requirements: tuple[str, ...]
+    why: str
+    find_links: bool = False        # read wheels from the wheelhouse bind mount
+    options: tuple[str, ...] = field(default=())
+
+
+class Component:
+    name = "component"
+
+    def __init__(self, plan: BuildPlan) -> None:
+        self.plan = plan
+
+    # Debian/Ubuntu packages of the final image, and of the build stages only.
+    def runtime_packages(self) -> list[str]:
+        return []
+
+    def build_packages(self) -> list[str]:
+        return []
+
+    # pip steps of the venv stage, in order; packages to remove after them.
+    def pip_steps(self) -> list[PipStep]:
+        return []
+
+    def pip_uninstall(self) -> list[str]:
+        return []
+
+    # Build stages of their own (templates), in the order they should appear.
+    def stages(self) -> list[Stage]:
+        return []
+
+    # Environment of the final image.
+    def env(self) -> list[tuple[str, str]]:
+        return []
+
+    # Ports the final image serves.
+    def ports(self) -> list[int]:
+        return []
+
+    # OCI labels.
+    def labels(self) -> list[tuple[str, str]]:
+        return []
+
+    # Templates of final-stage steps that put the project's own code in; these run last.
+    def project_steps(self) -> list[str]:
+        return []
+
+    # What this component needs in the build context.
+    def context(self) -> list[ContextItem]:
+        return []
