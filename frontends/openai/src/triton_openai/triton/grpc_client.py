@@ -48,8 +48,17 @@ def _stream_error(message: str) -> TritonError:
 class GrpcTritonClient:
     def __init__(self, url: str):
         self.url = url
-        self._channel = grpc.aio.insecure_channel(url, options=_CHANNEL_OPTIONS)
-        self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+        self._channel: grpc.aio.Channel | None = None
+        self._stub_: service_pb2_grpc.GRPCInferenceServiceStub | None = None
+
+    @property
+    def _stub(self) -> service_pb2_grpc.GRPCInferenceServiceStub:
+        # Made on first use: a grpc.aio channel belongs to the event loop that is running
+        # when it is created, which is uvicorn's, not the one (if any) of build_app().
+        if self._stub_ is None:
+            self._channel = grpc.aio.insecure_channel(self.url, options=_CHANNEL_OPTIONS)
+            self._stub_ = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+        return self._stub_
 
     async def server_ready(self) -> bool:
         try:
@@ -116,4 +125,5 @@ class GrpcTritonClient:
                 call.cancel()
 
     async def close(self) -> None:
-        await self._channel.close()
+        if self._channel is not None:
+            await self._channel.close()
