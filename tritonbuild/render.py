@@ -81,6 +81,7 @@ def render(plan: BuildPlan) -> Rendered:
         "stage_names": [s.name for s in stages],
         "runtime_packages": sorted({x for p in parts for x in p.runtime_packages()}),
         "build_packages": sorted({x for p in parts for x in p.build_packages()}),
+        "image_packages": sorted({x for p in parts for x in p.image_packages()}),
         "pip_steps": pip_steps,
         "pip_uninstall": [x for p in parts for x in p.pip_uninstall()],
         "env": [kv for p in parts for kv in p.env()],

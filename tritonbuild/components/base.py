@@ -53,6 +53,11 @@ class Component:
     def build_packages(self) -> list[str]:
         return []
 
+    # Packages only the final image needs (installed in its own stage, so that adding one
+    # does not rebuild the build stages).
+    def image_packages(self) -> list[str]:
+        return []
+
     # pip steps of the venv stage, in order; packages to remove after them.
     def pip_steps(self) -> list[PipStep]:
         return []

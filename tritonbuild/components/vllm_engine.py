@@ -39,6 +39,13 @@ class VllmEngine(Component):
         # CPU torch; `triton` (the compiler, ~1 GB) is unused by vLLM on the CPU.
         return ["torchvision", "torchaudio", "torchcodec", "triton"]
 
+    def image_packages(self) -> list[str]:
+        # torch's inductor compiles vLLM's CPU model code at start-up: a C++ compiler and
+        # Python's headers.
+        if self.plan.gpu or not self.plan.has_backend("vllm"):
+            return []
+        return ["g++", f"libpython{self.plan.python_version.value}-dev"]
+
     def env(self) -> list[tuple[str, str]]:
         env = [("HF_HUB_OFFLINE", "1")]
         if not self.plan.gpu:
