@@ -7,6 +7,7 @@ from typing import Any
 from .errors import BadRequestError
 
 _KEYS = {"json", "regex", "choice", "grammar", "json_object"}
+_OPTIONS = {"whitespace_pattern", "disable_any_whitespace", "disable_additional_properties"}
 
 
 def validate_structured_outputs(value: dict[str, Any], param: str = "structured_outputs") -> dict:
@@ -14,7 +15,7 @@ def validate_structured_outputs(value: dict[str, Any], param: str = "structured_
     if len(keys) != 1:
         raise BadRequestError(
             f"{param} needs exactly one of {sorted(_KEYS)}", param=param)
-    return {k: v for k, v in value.items() if k in _KEYS or k == "whitespace_pattern"}
+    return {k: v for k, v in value.items() if k in _KEYS or k in _OPTIONS}
 
 
 def from_response_format(fmt: dict | None) -> dict | None:

@@ -8,7 +8,7 @@ import time
 from typing import AsyncIterator
 
 from fastapi import Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
 from .. import sse
 from ..errors import BadRequestError, OpenAIError, from_triton
@@ -97,7 +97,7 @@ class ChatServing:
         ctx = _Ctx(req, model.id, rid, created, mode, named, get_parser(self.tool_parser_name),
                    prompt.num_tokens)
         if req.stream:
-            return StreamingResponse(self._stream(ctx, stream), media_type="text/event-stream")
+            return sse.EventStreamResponse(self._stream(ctx, stream))
         return await self._full(ctx, stream)
 
     async def _full(self, ctx: "_Ctx", stream) -> Response:
@@ -192,6 +192,9 @@ class ChatServing:
             e = from_triton(err) if isinstance(err, TritonError) else (
                 err if isinstance(err, OpenAIError) else OpenAIError(str(err)))
             yield sse.event(e.body())
+        finally:
+            # Also on GeneratorExit (client gone): end the Triton request now, not at GC.
+            await stream.aclose()
         yield sse.DONE
 
 

@@ -6,7 +6,7 @@ import time
 from typing import AsyncIterator
 
 from fastapi import Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 
 from .. import sse
 from ..errors import BadRequestError
@@ -63,9 +63,8 @@ class CompletionsServing:
         created = int(time.time())
         stream = self.gen.run(model, prompts, samplings, req.stream, req.logprobs is not None, "cmpl")
         if req.stream:
-            return StreamingResponse(
-                self._stream(req, model.id, rid, created, prompts, stream),
-                media_type="text/event-stream")
+            return sse.EventStreamResponse(
+                self._stream(req, model.id, rid, created, prompts, stream))
         return await self._full(req, model.id, rid, created, prompts, stream)
 
     async def _full(self, req, model_id, rid, created, prompts, stream) -> Response:
@@ -120,11 +119,11 @@ class CompletionsServing:
                 if chunk.num_input_tokens is not None:
                     in_tokens[pi] = chunk.num_input_tokens
                 for d in chunk.choices:
-                    if not d.text and not d.finish_reason:
-                        continue
                     i = pi * n + d.index
                     if d.num_output_tokens is not None:
                         out_tokens[i] += d.num_output_tokens
+                    if not d.text and not d.finish_reason:
+                        continue  # a token that ends inside a UTF-8 character: no text yet
                     lp = None
                     if d.logprobs is not None and req.logprobs is not None:
                         lp, offsets[i] = completion_logprobs(d.logprobs, req.logprobs, offsets[i])
@@ -143,4 +142,7 @@ class CompletionsServing:
             e = from_triton(err) if isinstance(err, TritonError) else (
                 err if isinstance(err, OpenAIError) else OpenAIError(str(err)))
             yield sse.event(e.body())
+        finally:
+            # Also on GeneratorExit (client gone): end the Triton request now, not at GC.
+            await stream.aclose()
         yield sse.DONE

@@ -133,7 +133,7 @@ async def embed(client: TritonClient, model: str, request_id: str,
     """One embedding from a pooling model: (vector, number of input tokens)."""
     inputs = [Tensor.int64s("input_ids", ids) if ids is not None
               else Tensor.bytes_("text_input", [text or ""])]
-    inputs += [Tensor.bool_("stream", False), Tensor.bool_("return_num_input_tokens", True)]
+    inputs.append(Tensor.bool_("return_num_input_tokens", True))
     vector, n_in = None, None
     stream = client.stream_infer(model, inputs, ["embedding", "num_input_tokens"], request_id)
     try:
