@@ -9,7 +9,7 @@ from .context import BuildFiles, write_build_dir
 from .engine import BuildCommand, DockerCli, Engine
 from .errors import (BuildFailedError, ConflictError, EngineError, EngineUnavailableError,
                      MalformedValueError, SourceError, TritonBuildError, UnknownValueError,
-                     UnsupportedError, ValidationError)
+                     UnsupportedError, UsageError, ValidationError)
 from .flags import parse_flags
 from .hostenv import HostFacts, discover
 from .plan import Backend, BuildPlan, Secret, Sourced
@@ -21,6 +21,6 @@ __all__ = [
     "BuildPlan", "Sourced", "Backend", "Secret", "HostFacts", "Rendered", "BuildFiles",
     "Engine", "DockerCli", "BuildCommand",
     "TritonBuildError", "ValidationError", "UnknownValueError", "MalformedValueError",
-    "ConflictError", "UnsupportedError", "SourceError", "EngineError",
+    "ConflictError", "UnsupportedError", "UsageError", "SourceError", "EngineError",
     "EngineUnavailableError", "BuildFailedError",
 ]

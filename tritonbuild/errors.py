@@ -5,7 +5,8 @@
     │   ├── UnknownValueError        a value outside the allowed set
     │   ├── MalformedValueError      a value of the wrong shape (e.g. YY.MM)
     │   ├── ConflictError            two flags that cannot go together
-    │   └── UnsupportedError         the chosen image flavor cannot honor the flag
+    │   ├── UnsupportedError         the chosen image flavor cannot honor the flag
+    │   └── UsageError               the command line itself (unknown flag, missing value)
     ├── SourceError                  a file the image needs is missing from the checkout
     └── EngineError                  the container engine
         ├── EngineUnavailableError   no engine answers
@@ -22,6 +23,7 @@ __all__ = [
     "MalformedValueError",
     "ConflictError",
     "UnsupportedError",
+    "UsageError",
     "SourceError",
     "EngineError",
     "EngineUnavailableError",
@@ -59,6 +61,12 @@ class ConflictError(ValidationError):
 
 class UnsupportedError(ValidationError):
     pass
+
+
+class UsageError(ValidationError):
+    def __init__(self, message: str) -> None:
+        self.flag, self.value, self.allowed = "", "", message
+        Exception.__init__(self, f"{message} (see ./build.py --help)")
 
 
 class SourceError(TritonBuildError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Sequence
 
-from .errors import ValidationError
+from .errors import UsageError
 
 __all__ = ["parse_flags", "make_parser", "ENABLE_FEATURES"]
 
@@ -20,9 +20,7 @@ ENABLE_FEATURES = ("logging", "stats", "tracing", "metrics", "gpu-metrics", "cpu
 class _Parser(argparse.ArgumentParser):
     # argparse prints the whole usage and exits; build.py reports one line instead.
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise ValidationError("command line", " ".join(self._argv), message)
-
-    _argv: Sequence[str] = ()
+        raise UsageError(message)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -67,6 +65,4 @@ def make_parser() -> argparse.ArgumentParser:
 
 def parse_flags(argv: Sequence[str]) -> dict[str, Any]:
     """Return only the flags the user gave, by dest name (``enable_gpu_metrics``...)."""
-    parser = make_parser()
-    parser._argv = list(argv)  # type: ignore[attr-defined]
-    return vars(parser.parse_args(list(argv)))
+    return vars(make_parser().parse_args(list(argv)))

@@ -33,7 +33,7 @@ class VllmEngine(Component):
         return steps
 
     def pip_uninstall(self) -> list[str]:
-        if self.plan.gpu:
+        if self.plan.gpu or not self.plan.has_backend("vllm"):
             return []
         # PyPI's torchvision/torchaudio are CUDA builds that break transformers beside the
         # CPU torch; `triton` (the compiler, ~1 GB) is unused by vLLM on the CPU.
