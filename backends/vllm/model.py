@@ -22,6 +22,7 @@ except locale.Error:
     pass
 
 import asyncio  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
@@ -97,6 +98,7 @@ class TritonPythonModel:
         engine_config.check_devices(raw, args.get("model_instance_kind", "CPU"))
         raw = engine_config.resolve_paths(raw, version_dir)
         self.runner = engine_config.runner_of(raw)
+        engine_config.check_published(parameters, raw)
         self.adapters = lora.load_adapters(version_dir, bool(raw.get("enable_lora")))
         try:
             engine_args = AsyncEngineArgs(**raw)
@@ -249,6 +251,7 @@ class TritonPythonModel:
                                                  lora_request=lora_request):
             if sender.is_cancelled():
                 await self.engine.abort(job["id"])
+                self.logger.log_info(f"[vllm] request {job['id']} cancelled by the client")
                 self._send(sender, None, final=True)
                 return
             last = result
@@ -332,9 +335,12 @@ class TritonPythonModel:
                 except Exception:  # noqa: BLE001 - the engine may be dead already
                     pass
             engine.shutdown()
+            self.engine = None
         for logger in getattr(self, "stat_loggers", []):
             logger.finalize()
+        self.stat_loggers = []
         self._stop_loop()
+        gc.collect()
 
     def _stop_loop(self):
         self._loop.call_soon_threadsafe(self._loop.stop)

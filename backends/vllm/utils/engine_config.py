@@ -94,6 +94,36 @@ def runner_of(engine_args: dict) -> str:
     return "generate"
 
 
+# Model config parameters that describe the model to clients.  Triton does not let
+# auto-complete add parameters, so a config.pbtxt writes them itself; they must agree
+# with model.json, or clients would be told about another model than the one served.
+PUBLISHED = ("vllm_model", "vllm_runner", "vllm_max_model_len")
+
+
+def published_parameters(engine_args: dict) -> dict[str, str]:
+    """The discovery parameters that describe `engine_args`."""
+    out = {"vllm_model": str(engine_args["model"]), "vllm_runner": runner_of(engine_args)}
+    if engine_args.get("max_model_len") is not None:
+        out["vllm_max_model_len"] = str(engine_args["max_model_len"])
+    return out
+
+
+def check_published(params: dict, engine_args: dict) -> None:
+    expected = published_parameters(engine_args)
+    for key in PUBLISHED:
+        value = params.get(key)
+        if isinstance(value, dict):
+            value = value.get("string_value")
+        if value is None:
+            continue
+        if key not in expected:
+            raise ConfigError(f"config.pbtxt parameter '{key}' is '{value}', but model.json "
+                              f"does not set it")
+        if str(value) != expected[key]:
+            raise ConfigError(f"config.pbtxt parameter '{key}' is '{value}', but model.json "
+                              f"says '{expected[key]}'")
+
+
 def bool_setting(params: dict, name: str, env: dict | None = None) -> bool:
     """A switch given as a config.pbtxt parameter or as an environment variable."""
     env = os.environ if env is None else env

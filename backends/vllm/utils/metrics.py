@@ -36,6 +36,9 @@ def _token_buckets(max_model_len: int) -> list[float]:
         exponent += 1
 
 
+GAUGES = {"running", "waiting", "kv_cache_usage"}
+
+
 class TritonMetrics:
     """The metric families and this model's labelled series in them."""
 
@@ -43,6 +46,11 @@ class TritonMetrics:
         def counter(name, doc):
             family = pb_utils.MetricFamily(name=name, description=doc,
                                            kind=pb_utils.MetricFamily.COUNTER)
+            return family, family.Metric(labels=labels)
+
+        def gauge(name, doc):
+            family = pb_utils.MetricFamily(name=name, description=doc,
+                                           kind=pb_utils.MetricFamily.GAUGE)
             return family, family.Metric(labels=labels)
 
         def histogram(name, doc, buckets):
@@ -54,6 +62,12 @@ class TritonMetrics:
         self._families = []
         token_buckets = _token_buckets(max_model_len)
         specs = {
+            "running": ("gauge", "vllm:num_requests_running",
+                        "Number of requests in model execution batches.", None),
+            "waiting": ("gauge", "vllm:num_requests_waiting",
+                        "Number of requests waiting to be processed.", None),
+            "kv_cache_usage": ("gauge", "vllm:kv_cache_usage_perc",
+                               "KV-cache usage. 1 means 100 percent usage.", None),
             "prompt_tokens": ("counter", "vllm:prompt_tokens_total",
                               "Number of prefill tokens processed.", None),
             "generation_tokens": ("counter", "vllm:generation_tokens_total",
@@ -73,15 +87,23 @@ class TritonMetrics:
         }
         self.series = {}
         for key, (kind, name, doc, buckets) in specs.items():
-            family, metric = (counter(name, doc) if kind == "counter"
-                              else histogram(name, doc, buckets))
+            if kind == "counter":
+                family, metric = counter(name, doc)
+            elif kind == "gauge":
+                family, metric = gauge(name, doc)
+            else:
+                family, metric = histogram(name, doc, buckets)
             self._families.append(family)
             self.series[key] = metric
 
-    def apply(self, update: dict[str, list[float] | float]) -> None:
+    def apply(self, update: dict) -> None:
+        """Update the series; `update` maps series keys to a value (counters, gauges) or a
+        list of observations (histograms)."""
         for key, value in update.items():
             metric = self.series[key]
-            if isinstance(value, list):
+            if key in GAUGES:
+                metric.set(value)
+            elif isinstance(value, list):
                 for v in value:
                     metric.observe(v)
             elif value:
@@ -98,10 +120,20 @@ class TritonStatLogger(StatLoggerBase):
         self._thread.start()
 
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
-        if iteration_stats is None:
-            return
+        update = {}
+        if scheduler_stats is not None:
+            update.update(running=scheduler_stats.num_running_reqs,
+                          waiting=scheduler_stats.num_waiting_reqs,
+                          kv_cache_usage=scheduler_stats.kv_cache_usage)
+        if iteration_stats is not None:
+            update.update(self._iteration(iteration_stats))
+        if update:
+            self._queue.put(update)
+
+    @staticmethod
+    def _iteration(iteration_stats) -> dict:
         finished = iteration_stats.finished_requests
-        self._queue.put({
+        return {
             "prompt_tokens": iteration_stats.num_prompt_tokens,
             "generation_tokens": iteration_stats.num_generation_tokens,
             "ttft": list(iteration_stats.time_to_first_tokens_iter),
@@ -110,7 +142,7 @@ class TritonStatLogger(StatLoggerBase):
             "e2e": [r.e2e_latency for r in finished],
             "prompt_per_request": [r.num_prompt_tokens for r in finished],
             "generation_per_request": [r.num_generation_tokens for r in finished],
-        })
+        }
 
     def log_engine_initialized(self):
         pass
@@ -123,9 +155,16 @@ class TritonStatLogger(StatLoggerBase):
             self._metrics.apply(update)
 
     def finalize(self):
-        """Apply what is queued, then stop the worker."""
+        """Apply what is queued, stop the worker, and drop the metric families now.
+
+        A family left to the interpreter's final garbage collection is destroyed after
+        the stub's shared memory is gone, and crashes the stub on its way out."""
         self._queue.put(None)
         self._thread.join(timeout=10)
+        if self._metrics is not None:
+            self._metrics.series.clear()
+            self._metrics._families.clear()
+            self._metrics = None
 
 
 def make_factory(labels: dict[str, str], loggers: list):

@@ -72,18 +72,25 @@ def generate_outputs(request_output, n: int, wanted: Wanted, state: StreamState 
     texts, reasons, cumulative, logprobs, counts = [], [], [], [], []
     for i in range(n):
         o = by_index.get(i)
-        text = "" if o is None else o.text
-        token_ids = [] if o is None else list(o.token_ids)
+        if o is None:
+            # vLLM reports only the choices that moved in this step.
+            texts.append("")
+            reasons.append("")
+            cumulative.append(np.nan)
+            logprobs.append("[]")
+            counts.append(0)
+            continue
+        text = o.text
+        token_ids = list(o.token_ids)
         if state is not None:
             text_start, token_start = state.text_sent[i], state.tokens_sent[i]
             state.text_sent[i], state.tokens_sent[i] = len(text), len(token_ids)
         else:
             text_start, token_start = 0, 0
         texts.append((prefix + text) if state is None else text[text_start:])
-        reasons.append("" if o is None or o.finish_reason is None else str(o.finish_reason))
-        cumulative.append(np.nan if o is None or o.cumulative_logprob is None
-                          else o.cumulative_logprob)
-        entries = [] if o is None else _logprob_entries(token_ids, o.logprobs, token_start)
+        reasons.append("" if o.finish_reason is None else str(o.finish_reason))
+        cumulative.append(np.nan if o.cumulative_logprob is None else o.cumulative_logprob)
+        entries = _logprob_entries(token_ids, o.logprobs, token_start)
         logprobs.append(json.dumps(entries))
         counts.append(len(token_ids) - token_start)
 

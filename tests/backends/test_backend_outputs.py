@@ -1,0 +1,95 @@
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from utils.io_spec import inputs_for, outputs_for
+from utils.outputs import StreamState, Wanted, generate_outputs, pooling_outputs
+
+
+@dataclass
+class Logprob:
+    logprob: float
+    rank: int
+    decoded_token: str
+
+
+@dataclass
+class Choice:
+    index: int
+    text: str
+    token_ids: list
+    cumulative_logprob: float | None = None
+    logprobs: list | None = None
+    finish_reason: str | None = None
+
+
+@dataclass
+class Result:
+    outputs: list
+    prompt_token_ids: list = field(default_factory=lambda: [1, 2, 3])
+
+
+ALL = Wanted(True, True, True, True, True)
+
+
+def test_complete_answer_with_every_output():
+    lp = [{7: Logprob(-0.1, 1, "a"), 8: Logprob(-2.0, 2, "b")},
+          {9: Logprob(-0.5, 1, "c")}]
+    result = Result([Choice(0, "ac", [7, 9], -0.6, lp, "length")])
+    out = generate_outputs(result, 1, ALL, None, prefix="P:")
+    assert out["text_output"].tolist() == [b"P:ac"]
+    assert out["finish_reason"].tolist() == [b"length"]
+    assert out["cumulative_logprob"].dtype == np.float32
+    assert out["num_input_tokens"].tolist() == [3] and out["num_input_tokens"].dtype == np.uint32
+    assert out["num_output_tokens"].tolist() == [2]
+    entries = json.loads(out["logprobs"][0])
+    assert [e["token_id"] for e in entries] == [7, 9]
+    assert entries[0]["token"] == "a" and entries[0]["logprob"] == -0.1
+    assert [a["token_id"] for a in entries[0]["top_logprobs"]] == [7, 8]
+
+
+def test_only_requested_outputs():
+    out = generate_outputs(Result([Choice(0, "x", [1])]), 1, Wanted(), None)
+    assert set(out) == {"text_output"}
+
+
+def test_stream_sends_what_is_new_per_choice():
+    state = StreamState(2)
+    first = Result([Choice(0, "He", [1])])  # choice 1 has not moved yet
+    out = generate_outputs(first, 2, ALL, state)
+    assert out["text_output"].tolist() == [b"He", b""]
+    assert out["num_output_tokens"].tolist() == [1, 0]
+    assert out["finish_reason"].tolist() == [b"", b""]
+    second = Result([Choice(0, "Hello", [1, 2]), Choice(1, "Yo", [3], finish_reason="stop")])
+    out = generate_outputs(second, 2, ALL, state)
+    assert out["text_output"].tolist() == [b"llo", b"Yo"]
+    assert out["num_output_tokens"].tolist() == [1, 1]
+    assert out["finish_reason"].tolist() == [b"", b"stop"]
+    third = Result([Choice(0, "Hello!", [1, 2, 4], finish_reason="length")])
+    out = generate_outputs(third, 2, ALL, state)
+    assert out["text_output"].tolist() == [b"!", b""]
+    assert out["num_output_tokens"].tolist() == [1, 0]
+
+
+def test_pooling_output():
+    @dataclass
+    class Pooled:
+        data: list
+
+    @dataclass
+    class PoolingResult:
+        outputs: Pooled
+        prompt_token_ids: list
+
+    out = pooling_outputs(PoolingResult(Pooled([0.5, 1.5]), [1, 2]), Wanted(num_input_tokens=True))
+    assert out["embedding"].dtype == np.float32 and out["embedding"].tolist() == [0.5, 1.5]
+    assert out["num_input_tokens"].tolist() == [2]
+
+
+def test_io_spec_by_runner():
+    generate_inputs = {i["name"] for i in inputs_for("generate")}
+    assert {"text_input", "input_ids", "stream", "sampling_parameters"} <= generate_inputs
+    assert all(i.get("optional") for i in inputs_for("generate"))
+    assert {o["name"] for o in outputs_for("pooling")} == {"embedding", "num_input_tokens"}
+    assert "text_output" in {o["name"] for o in outputs_for("generate")}
