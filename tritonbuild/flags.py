@@ -17,6 +17,16 @@ __all__ = ["parse_flags", "make_parser", "ENABLE_FEATURES"]
 ENABLE_FEATURES = ("logging", "stats", "tracing", "metrics", "gpu-metrics", "cpu-metrics")
 
 
+_FEATURE_HELP = {
+    "logging": "info-level server logs (else warnings and errors only)",
+    "stats": "open the statistics API (else it needs $TRITON_STATISTICS_KEY)",
+    "tracing": "trace requests to /tmp/triton-trace.json",
+    "metrics": "Prometheus metrics on port 8002",
+    "gpu-metrics": "GPU metrics (needs --enable-metrics and --enable-gpu)",
+    "cpu-metrics": "CPU metrics (needs --enable-metrics)",
+}
+
+
 class _Parser(argparse.ArgumentParser):
     # argparse prints the whole usage and exits; build.py reports one line instead.
     def error(self, message: str) -> None:  # type: ignore[override]
@@ -37,7 +47,7 @@ def make_parser() -> argparse.ArgumentParser:
     add("--filesystem", action="append", metavar="NAME",
         help="remote model repository the server is meant to read (gcs, s3, azure_storage)")
     for feature in ENABLE_FEATURES:
-        add(f"--enable-{feature}", action="store_true", help=f"enable {feature.replace('-', ' ')}")
+        add(f"--enable-{feature}", action="store_true", help=_FEATURE_HELP[feature])
     add("--enable-gpu", action="store_true", help="build the GPU image (NGC base, CUDA vLLM)")
     add("--enable-all", action="store_true",
         help="enable every backend, endpoint, filesystem and feature (implies --enable-gpu)")
