@@ -82,7 +82,9 @@ def main() -> int:
     else:
         row("warm build (all layers cached)", f"{warm:.1f} s", "")
 
-    # Change the staged vLLM backend the way an edit would, then run build.sh as is.
+    # Write build.sh and the context again without --no-cache (a dry run builds nothing),
+    # change the staged vLLM backend the way an edit would, and run build.sh as is.
+    build(base + ["--dryrun"])
     model = build_dir / "context" / "backends" / "vllm" / "model.py"
     model.write_text(model.read_text() + f"\n# bench edit {time.time()}\n")
     start = time.monotonic()
