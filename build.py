@@ -4,15 +4,21 @@
     ./build.py --backend=vllm --endpoint=openai [--enable-metrics] [--dryrun] ...
     ./build.py --help
 
-Runs on the host's python3 with Jinja2 (scripts/setup_host.sh installs it; or
-`pip install jinja2`).  The work is done by the tritonbuild package next to this file.
+Needs Python 3.11+ with Jinja2.  Without Jinja2 here, it runs itself with the test
+environment's Python ($TVB_VENV, which `eval "$(scripts/setup_host.sh)"` exports).
+The work is done by the tritonbuild package next to this file (see tritonbuild/README.md).
 """
+import os
 import sys
 
 try:
     import jinja2  # noqa: F401
 except ImportError:
-    sys.exit("build.py: error: Jinja2 is missing: pip install jinja2 (or run scripts/setup_host.sh)")
+    venv_python = os.path.join(os.environ.get("TVB_VENV", "/nonexistent"), "bin", "python")
+    if os.access(venv_python, os.X_OK) and os.path.realpath(sys.executable) != os.path.realpath(venv_python):
+        os.execv(venv_python, [venv_python, *sys.argv])
+    sys.exit("build.py: error: Jinja2 is missing: pip install jinja2, or "
+             "eval \"$(scripts/setup_host.sh)\" and run build.py again")
 
 from tritonbuild.cli import main
 
