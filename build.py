@@ -14,8 +14,10 @@ import sys
 try:
     import jinja2  # noqa: F401
 except ImportError:
-    venv_python = os.path.join(os.environ.get("TVB_VENV", "/nonexistent"), "bin", "python")
-    if os.access(venv_python, os.X_OK) and os.path.realpath(sys.executable) != os.path.realpath(venv_python):
+    venv = os.environ.get("TVB_VENV", "/nonexistent")
+    venv_python = os.path.join(venv, "bin", "python")
+    # sys.prefix, not the interpreter: a venv's python is a link to the system one.
+    if os.access(venv_python, os.X_OK) and os.path.realpath(sys.prefix) != os.path.realpath(venv):
         os.execv(venv_python, [venv_python, *sys.argv])
     sys.exit("build.py: error: Jinja2 is missing: pip install jinja2, or "
              "eval \"$(scripts/setup_host.sh)\" and run build.py again")
