@@ -8,11 +8,14 @@ Triton's repository index, so models loaded later show up without a restart.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass
 
 from .errors import BadRequestError, ModelNotFoundError
 from .triton.client import ModelInfo, TritonClient
+
+log = logging.getLogger("triton_openai")
 
 
 @dataclass(frozen=True)
@@ -57,14 +60,31 @@ class ModelCatalog:
         self._models: dict[str, ServedModel] = {}
         self._fetched = 0.0
         self._lock = asyncio.Lock()
+        self._task: asyncio.Task | None = None
         self._created = int(time.time())
 
     async def refresh(self, force: bool = False) -> dict[str, ServedModel]:
-        if not force and time.monotonic() - self._fetched < self._max_age:
-            return self._models
+        """The served models; refetched when older than max_age, or when forced.
+
+        Once a first index is known, an old one is answered at once and refreshed in
+        the background: requests never wait on Triton's repository calls, which can
+        take a while on a busy server.
+        """
+        stale = time.monotonic() - self._fetched >= self._max_age
+        if force or not self._fetched:
+            return await self._fetch()
+        if stale and (self._task is None or self._task.done()):
+            self._task = asyncio.create_task(self._fetch_quietly())
+        return self._models
+
+    async def _fetch_quietly(self) -> None:
+        try:
+            await self._fetch()
+        except Exception as err:  # the next request retries; a dead Triton shows in readiness
+            log.warning("could not refresh the model list: %s", err)
+
+    async def _fetch(self) -> dict[str, ServedModel]:
         async with self._lock:
-            if not force and time.monotonic() - self._fetched < self._max_age:
-                return self._models
             infos = await self._client.list_models()
             models = {}
             for info in infos:
@@ -81,8 +101,9 @@ class ModelCatalog:
     async def get(self, model_id: str, runner: str | None = None) -> ServedModel:
         models = await self.refresh()
         model = models.get(model_id)
-        if model is None:
-            # A model loaded a moment ago: look again before giving up.
+        if model is None and time.monotonic() - self._fetched > 1.0:
+            # A model loaded a moment ago: look again before giving up (at most once a
+            # second, so that a stream of bad names does not become a stream of RPCs).
             model = (await self.refresh(force=True)).get(model_id)
         if model is None:
             raise ModelNotFoundError(f"The model `{model_id}` does not exist.", param="model")

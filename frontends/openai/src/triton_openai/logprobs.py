@@ -11,7 +11,11 @@ def completion_logprobs(entries: list[TokenLogprob], k: int, offset: int) -> tup
     for e in entries:
         tokens.append(e.token)
         lps.append(e.logprob)
-        top = dict(e.top[:k]) if k else {}
+        top: dict[str, float] = {}
+        for tok, lp in e.top[:k]:
+            # Different tokens can decode to the same text (pieces of one UTF-8
+            # character); the first, most likely one keeps the key.
+            top.setdefault(tok, lp)
         if k and e.token not in top:
             top[e.token] = e.logprob
         tops.append(top)

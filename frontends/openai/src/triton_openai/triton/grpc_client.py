@@ -8,13 +8,15 @@ protobuf parse and lets a client disconnect cancel the Triton request at once.
 
 from __future__ import annotations
 
-import asyncio
+import logging
 from typing import AsyncIterator
 
 import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from .client import InferResponse, ModelInfo, Tensor, TritonError
+
+log = logging.getLogger("triton_openai.triton")
 
 # Unlimited message sizes: long prompts and embeddings exceed gRPC's 4 MiB default.
 _CHANNEL_OPTIONS = [
@@ -123,6 +125,7 @@ class GrpcTritonClient:
             # Triton then cancels the request and the backend aborts it in vLLM.
             if not call.done():
                 call.cancel()
+                log.debug("request %s: gRPC stream cancelled", request_id)
 
     async def close(self) -> None:
         if self._channel is not None:

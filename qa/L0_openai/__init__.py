@@ -1,0 +1,1 @@
+"""End-to-end suite of the OpenAI-compatible frontend on the real stack."""

@@ -1,0 +1,122 @@
+"""One real stack for the whole suite: tritonserver + vLLM backend + the tiny model, and
+the frontend as a server process (or, with TVB_IMAGE set, the frontend inside the image).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from qa.common import TritonServer, write_vllm_model
+
+from .frontend_process import FrontendProcess
+
+MODEL = "tiny"
+EMBED_MODEL = "tiny_embed"
+MAX_MODEL_LEN = 1024
+
+METRICS_CONFIG = """parameters: { key: "REPORT_CUSTOM_METRICS" value: { string_value: "true" } }"""
+
+
+@dataclass
+class Stack:
+    triton: TritonServer
+    url: str  # the frontend's base URL, without /v1
+    tokenizer_path: Path
+    frontend: FrontendProcess | None
+
+
+def write_repository(root: Path, tiny_model: Path) -> Path:
+    repo = root / "models"
+    write_vllm_model(repo, MODEL, {
+        "model": str(tiny_model), "max_model_len": MAX_MODEL_LEN, "seed": 0,
+        # vLLM's statistics feed the vllm: metrics that show a request was freed.
+        "disable_log_stats": False,
+        # Compact JSON under structured outputs: free whitespace lets a random model pad
+        # an answer with newlines until max_tokens, and then it does not parse.
+        "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
+    }, config_extra=METRICS_CONFIG)
+    write_vllm_model(repo, EMBED_MODEL, {
+        "model": str(tiny_model), "runner": "pooling", "max_model_len": 256,
+    })
+    return repo
+
+
+if __name__ == "__main__":
+    # python -m qa.L0_openai.conftest DIR: write the suite's model repository into DIR.
+    from qa.common import tiny_model_path
+
+    print(write_repository(Path(sys.argv[1]), tiny_model_path()))
+
+
+@dataclass
+class RunningTriton:
+    """A tritonserver started outside the suite (TVB_OPENAI_TRITON=GRPC_HOST:PORT,METRICS_URL)."""
+    grpc_url: str
+    metrics_url: str
+    openai_url: str | None = None
+
+
+@contextmanager
+def _triton(tmp_path_factory, tiny_model):
+    external = os.environ.get("TVB_OPENAI_TRITON")
+    if external:
+        # Serving write_repository()'s models; lets one iterate without a restart per run.
+        grpc_url, metrics_url = external.split(",")
+        yield RunningTriton(grpc_url, metrics_url)
+        return
+    repo = write_repository(tmp_path_factory.mktemp("openai"), tiny_model)
+    with TritonServer(repo, mounts=[tiny_model]) as triton:
+        yield triton
+
+
+@pytest.fixture(scope="package")
+def stack(tmp_path_factory, tiny_model) -> Stack:
+    # Package scope: one tritonserver for the suite, stopped before other suites start theirs.
+    with _triton(tmp_path_factory, tiny_model) as triton:
+        if triton.openai_url:  # the image runs its own frontend
+            yield Stack(triton, triton.openai_url, tiny_model, None)
+            return
+        # --tokenizer: the frontend reads the tokenizer from the model folder the backend
+        # publishes; passing it keeps the suite independent of that lookup.
+        with FrontendProcess(triton.grpc_url, "--tokenizer", str(tiny_model),
+                             metrics_url=triton.metrics_url) as fe:
+            yield Stack(triton, fe.url, tiny_model, fe)
+
+
+@pytest.fixture(scope="package")
+def tokenizer(stack):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(stack.tokenizer_path), local_files_only=True)
+
+
+@pytest.fixture(scope="package")
+def oai(stack):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0,
+                           timeout=120)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="package")
+def aoai(stack):
+    import openai
+
+    return openai.AsyncOpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0,
+                              timeout=300)
+
+
+@pytest.fixture(scope="package")
+def http(stack):
+    import httpx
+
+    with httpx.Client(base_url=stack.url, timeout=120) as client:
+        yield client
