@@ -1,0 +1,359 @@
+"""Generation through Triton's HTTP and gRPC endpoints, on a real server and vLLM engine."""
+
+from __future__ import annotations
+
+import json
+import math
+import queue
+import re
+import time
+
+import httpx
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+
+from .vllm_suite import (MODEL, PROMPTS, OfflineReference, as_list, generate, generate_body,
+                         generate_stream)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+GREEDY = {"temperature": 0, "max_tokens": 16, "ignore_eos": True}
+
+
+@pytest.fixture(scope="module")
+def offline(tiny_model):
+    """vLLM's offline engine on the same model, prompts and greedy sampling; started
+    before the server fixture so that both load at once."""
+    reference = OfflineReference(tiny_model, PROMPTS, GREEDY)
+    yield reference
+    reference.close()
+
+
+@pytest.fixture(scope="module")
+def reference(offline):
+    return offline.outputs()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _start_reference_first(offline):
+    pass
+
+
+def _json(response: httpx.Response) -> dict:
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_auto_complete_fills_in_the_config(server):
+    config = httpx.get(f"{server.http_url}/v2/models/{MODEL}/config").json()
+    assert config["model_transaction_policy"]["decoupled"] is True
+    assert config["max_batch_size"] == 0
+    inputs = {i["name"]: i for i in config["input"]}
+    outputs = {o["name"]: o for o in config["output"]}
+    assert set(inputs) >= {"text_input", "input_ids", "stream", "sampling_parameters",
+                           "exclude_input_in_output", "return_finish_reason",
+                           "return_cumulative_logprob", "return_logprobs",
+                           "return_num_input_tokens", "return_num_output_tokens"}
+    assert inputs["input_ids"]["data_type"] == "TYPE_INT64"
+    assert set(outputs) == {"text_output", "finish_reason", "cumulative_logprob", "logprobs",
+                            "num_input_tokens", "num_output_tokens"}
+    assert config["parameters"]["vllm_runner"]["string_value"] == "generate"
+    assert config["parameters"]["vllm_max_model_len"]["string_value"] == "2048"
+
+
+def test_greedy_generate_equals_offline_llm(server, reference):
+    for prompt, expected in zip(PROMPTS, reference):
+        out = _json(generate(server, MODEL, prompt, GREEDY, exclude_input_in_output=True,
+                             return_logprobs=True))
+        token_ids = [e["token_id"] for e in json.loads(out["logprobs"])]
+        assert token_ids == expected["token_ids"], prompt
+        assert out["text_output"] == expected["text"], prompt
+
+
+def test_complete_answer_repeats_the_prompt_unless_excluded(server, reference):
+    out = _json(generate(server, MODEL, PROMPTS[0], GREEDY))
+    assert out["text_output"] == PROMPTS[0] + reference[0]["text"]
+
+
+def test_stream_sends_only_new_text(server, reference):
+    events = generate_stream(server, MODEL, PROMPTS[1], GREEDY, return_num_output_tokens=True,
+                             return_finish_reason=True)
+    assert all("error" not in e for e in events), events
+    texts = [e["text_output"] for e in events]
+    # One response per step (a few steps may be merged under load), each with only the
+    # new tokens: their counts add up to max_tokens and their text to the whole answer.
+    assert len(events) > 4
+    assert sum(e["num_output_tokens"] for e in events) == GREEDY["max_tokens"]
+    assert "".join(texts) == reference[1]["text"]
+    assert [e["finish_reason"] for e in events[:-1]] == [""] * (len(events) - 1)
+    assert events[-1]["finish_reason"] == "length"
+
+
+def test_prompt_as_token_ids_equals_prompt_as_text(server, reference, tiny_model):
+    ids = Tokenizer.from_file(str(tiny_model / "tokenizer.json")).encode(PROMPTS[2]).ids
+    out = _json(generate(server, MODEL, None, GREEDY, input_ids=ids,
+                         exclude_input_in_output=True, return_num_input_tokens=True))
+    assert out["num_input_tokens"] == len(ids)
+    assert out["text_output"] == reference[2]["text"]
+
+
+def test_every_additional_output(server, tiny_model):
+    tokenizer = Tokenizer.from_file(str(tiny_model / "tokenizer.json"))
+    sampling = {"temperature": 0, "max_tokens": "6", "logprobs": "3", "ignore_eos": "true"}
+    out = _json(generate(server, MODEL, PROMPTS[3], sampling, exclude_input_in_output=True,
+                         return_finish_reason=True, return_cumulative_logprob=True,
+                         return_logprobs=True, return_num_input_tokens=True,
+                         return_num_output_tokens=True))
+    assert out["finish_reason"] == "length"
+    assert out["num_input_tokens"] == len(tokenizer.encode(PROMPTS[3]).ids)
+    assert out["num_output_tokens"] == 6
+    entries = json.loads(out["logprobs"])
+    assert len(entries) == 6
+    for entry in entries:
+        alternatives = entry["top_logprobs"]
+        # Top-3 alternatives (plus the sampled token when it is not among them).
+        assert 3 <= len(alternatives) <= 4
+        # Greedy: the sampled token is the most likely one.
+        best = max(alternatives, key=lambda a: a["logprob"])
+        assert best["token_id"] == entry["token_id"]
+        assert entry["logprob"] <= 0
+        assert entry["token"] == tokenizer.decode([entry["token_id"]])
+    assert math.isclose(out["cumulative_logprob"], sum(e["logprob"] for e in entries),
+                        rel_tol=1e-4, abs_tol=1e-4)
+    assert out["text_output"] == tokenizer.decode([e["token_id"] for e in entries])
+
+
+def test_stop_token_finishes_with_stop(server, reference):
+    first = reference[0]["token_ids"][0]
+    out = _json(generate(server, MODEL, PROMPTS[0], {"temperature": 0, "max_tokens": 16,
+                                                     "stop_token_ids": [first]},
+                         return_finish_reason=True, return_num_output_tokens=True))
+    assert out["finish_reason"] == "stop"
+    assert out["num_output_tokens"] == 1
+
+
+def test_n_choices_are_arrays_in_choice_order(server):
+    sampling = {"n": 3, "temperature": 1.0, "seed": 7, "max_tokens": 5, "ignore_eos": True}
+    out = _json(generate(server, MODEL, PROMPTS[0], sampling, exclude_input_in_output=True,
+                         return_finish_reason=True, return_num_output_tokens=True,
+                         return_cumulative_logprob=True, return_num_input_tokens=True))
+    assert len(out["text_output"]) == 3
+    assert out["finish_reason"] == ["length"] * 3
+    assert out["num_output_tokens"] == [5] * 3
+    assert len(out["cumulative_logprob"]) == 3
+    assert not isinstance(out["num_input_tokens"], list)
+    events = generate_stream(server, MODEL, PROMPTS[0], sampling, return_num_output_tokens=True)
+    texts = ["".join(as_list(e["text_output"])[i] for e in events) for i in range(3)]
+    # Seeded: the stream gives each choice the text the complete answer gave it.
+    assert texts == out["text_output"]
+    assert [sum(as_list(e["num_output_tokens"])[i] for e in events) for i in range(3)] == [5] * 3
+
+
+def test_structured_outputs_constrain_the_random_model(server):
+    out = _json(generate(server, MODEL, PROMPTS[0],
+                         {"max_tokens": 10, "structured_outputs": {"choice": ["yes", "no"]}},
+                         exclude_input_in_output=True))
+    assert out["text_output"] in ("yes", "no")
+    out = _json(generate(server, MODEL, PROMPTS[0],
+                         {"max_tokens": 12, "structured_outputs": {"regex": "[0-9]{3}-[a-z]{2}"}},
+                         exclude_input_in_output=True))
+    assert re.fullmatch("[0-9]{3}-[a-z]{2}", out["text_output"])
+    schema = {"type": "object", "properties": {"answer": {"type": "boolean"}},
+              "required": ["answer"], "additionalProperties": False}
+    out = _json(generate(server, MODEL, PROMPTS[0],
+                         {"max_tokens": 40, "temperature": 0,
+                          "structured_outputs": {"json": schema}},
+                         exclude_input_in_output=True))
+    # The grammar allows whitespace between tokens, which a random model may pick until
+    # max_tokens; without it, the text must be (a prefix of) one of the two documents.
+    compact = re.sub(r"\s", "", out["text_output"])
+    assert compact.startswith('{"answer"')
+    assert any(doc.startswith(compact) for doc in ('{"answer":true}', '{"answer":false}'))
+
+
+@pytest.mark.parametrize("sampling, words", [
+    ({"max_tokens": "many"}, ["max_tokens", "integer"]),
+    ({"temperature": "hot"}, ["temperature", "number"]),
+    ({"no_such_parameter": 1}, ["no_such_parameter"]),
+    ({"temperature": -1.0}, ["temperature"]),
+    ({"structured_outputs": {"jsonn": {}}}, ["jsonn"]),
+    ({"lora_name": "nope"}, ["LoRA", "nope"]),
+])
+def test_bad_sampling_parameters_answer_with_an_error(server, sampling, words):
+    response = generate(server, MODEL, PROMPTS[0], sampling)
+    assert response.status_code == 400
+    for word in words:
+        assert word in response.json()["error"]
+    # The model stays healthy for the next request.
+    assert httpx.get(f"{server.http_url}/v2/models/{MODEL}/ready").status_code == 200
+    _json(generate(server, MODEL, PROMPTS[0], {"max_tokens": 2}))
+
+
+def test_request_without_prompt_is_an_error(server):
+    response = generate(server, MODEL, None, {"max_tokens": 2})
+    assert response.status_code == 400
+    assert "text_input or input_ids" in response.json()["error"]
+
+
+# --------------------------------------------------------------------------- gRPC
+def _grpc_inputs(grpcclient, prompt, sampling, **flags):
+    def tensor(name, value, dtype):
+        t = grpcclient.InferInput(name, [1], dtype)
+        t.set_data_from_numpy(np.array([value], dtype=object if dtype == "BYTES" else bool))
+        return t
+    inputs = [tensor("text_input", prompt.encode(), "BYTES"),
+              tensor("sampling_parameters", json.dumps(sampling).encode(), "BYTES"),
+              tensor("stream", True, "BOOL")]
+    inputs += [tensor(name, value, "BOOL") for name, value in flags.items()]
+    return inputs
+
+
+def test_grpc_streaming(server, reference):
+    import tritonclient.grpc as grpcclient
+
+    results: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    texts, reasons = [], []
+    try:
+        client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], GREEDY,
+                                                      return_finish_reason=True),
+                                  enable_empty_final_response=True)
+        while True:
+            result, error = results.get(timeout=60)
+            assert error is None, error
+            response = result.get_response()
+            if result.as_numpy("text_output") is not None:
+                texts.append(result.as_numpy("text_output")[0].decode())
+                reasons.append(result.as_numpy("finish_reason")[0].decode())
+            if response.parameters["triton_final_response"].bool_param:
+                break
+    finally:
+        client.stop_stream()
+        client.close()
+    assert len(texts) > 4
+    assert "".join(texts) == reference[0]["text"]
+    assert reasons[-1] == "length"
+
+
+# ------------------------------------------------------------------ cancellation
+def _metric(server, name) -> float:
+    text = httpx.get(server.metrics_url).text
+    match = re.search(rf'^{re.escape(name)}\{{model="{MODEL}",version="1"\}} (\S+)$', text,
+                      re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+def _wait_for(predicate, timeout=30.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+# Long enough (seconds on the tiny model) that only an abort ends it early.
+LONG = {"temperature": 0, "max_tokens": 2000, "ignore_eos": True}
+
+
+def _assert_generation_stopped(server, tokens_before):
+    """The request left vLLM: nothing running, and generated tokens stop well short of
+    max_tokens (the counter does not move any more)."""
+    assert _wait_for(lambda: _metric(server, "vllm:num_requests_running") == 0, timeout=5)
+    settled = _metric(server, "vllm:generation_tokens_total")
+    time.sleep(1.0)
+    assert _metric(server, "vllm:generation_tokens_total") == settled
+    assert settled - tokens_before < LONG["max_tokens"] // 2
+
+
+def test_grpc_cancel_aborts_the_request_in_vllm(server):
+    import tritonclient.grpc as grpcclient
+
+    tokens_before = _metric(server, "vllm:generation_tokens_total")
+    results: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    try:
+        client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], LONG))
+        for _ in range(5):
+            result, error = results.get(timeout=60)
+            assert error is None
+        assert _wait_for(lambda: _metric(server, "vllm:num_requests_running") == 1, timeout=5)
+    finally:
+        client.stop_stream(cancel_requests=True)
+        client.close()
+    _assert_generation_stopped(server, tokens_before)
+    assert "cancelled by the client" in server.logs
+
+
+def test_http_disconnect_aborts_the_request_in_vllm(server):
+    tokens_before = _metric(server, "vllm:generation_tokens_total")
+    with httpx.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
+                      json=generate_body(PROMPTS[1], LONG, stream=True), timeout=60) as r:
+        lines = r.iter_lines()
+        seen = 0
+        for line in lines:
+            seen += line.startswith("data:")
+            if seen == 5:
+                break
+        assert _wait_for(lambda: _metric(server, "vllm:num_requests_running") == 1, timeout=5)
+    # Leaving the block closes the connection mid-stream.
+    _assert_generation_stopped(server, tokens_before)
+
+
+# ------------------------------------------------------------------- concurrency
+def test_64_concurrent_streams_all_complete(server):
+    import asyncio
+
+    sampling = {"temperature": 0.8, "seed": 1, "max_tokens": 24, "ignore_eos": True}
+
+    async def one(client, i):
+        body = {"text_input": f"{PROMPTS[i % len(PROMPTS)]} {i}", "stream": True,
+                "sampling_parameters": json.dumps(sampling), "return_num_output_tokens": True,
+                "return_finish_reason": True}
+        events = []
+        async with client.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
+                                 json=body) as response:
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    events.append(json.loads(line[5:]))
+        return events
+
+    async def main():
+        limits = httpx.Limits(max_connections=64)
+        async with httpx.AsyncClient(limits=limits, timeout=300) as client:
+            return await asyncio.gather(*(one(client, i) for i in range(64)))
+
+    started = time.monotonic()
+    all_events = asyncio.run(main())
+    elapsed = time.monotonic() - started
+    for events in all_events:
+        assert all("error" not in e for e in events), events[-1]
+        assert sum(e["num_output_tokens"] for e in events) == 24
+        assert events[-1]["finish_reason"] == "length"
+    print(f"64 streams x 24 tokens in {elapsed:.1f} s")
+
+
+# ------------------------------------------------------------------------ metrics
+def test_vllm_metrics_with_model_and_version_labels(server):
+    _json(generate(server, MODEL, PROMPTS[0], {"max_tokens": 4, "n": 2, "ignore_eos": True}))
+    labels = f'{{model="{MODEL}",version="1"}}'
+    counters = ["vllm:prompt_tokens_total", "vllm:generation_tokens_total"]
+    histograms = ["vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds",
+                  "vllm:e2e_request_latency_seconds", "vllm:request_prompt_tokens",
+                  "vllm:request_generation_tokens", "vllm:request_params_n"]
+    assert _wait_for(lambda: _metric(server, "vllm:request_params_n_count") > 0, timeout=10)
+    text = httpx.get(server.metrics_url).text
+    for name in counters:
+        assert _metric(server, name) > 0, name
+        assert f"# TYPE {name} counter" in text
+    for name in histograms:
+        assert f"# TYPE {name} histogram" in text
+        assert _metric(server, f"{name}_count") > 0, name
+        assert f'{name}_bucket{{model="{MODEL}",version="1",le="+Inf"}}' in text, name
+    # Two choices were asked for at least once.
+    assert _metric(server, "vllm:request_params_n_sum") >= 2
+    assert f"vllm:num_requests_running{labels}" in text

@@ -1,0 +1,137 @@
+"""Helpers of the vLLM backend suite: the tiny model's settings, vLLM's offline engine
+as the reference, and small clients for Triton's generate endpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from qa.common.tritonserver import ENGINE_ENV
+
+HERE = Path(__file__).resolve().parent
+MODEL = "tiny"
+
+# Prompts the outputs are compared on: different lengths, punctuation, digits.
+PROMPTS = [
+    "Hello, my name is",
+    "The capital of France is",
+    "Once upon a time, in a land far away,",
+    "1 2 3 4 5",
+]
+
+
+def engine_args(model_path: Path) -> dict:
+    """The tiny model's engine arguments, the same for the server and the reference."""
+    return {
+        "model": str(model_path),
+        "dtype": "float32",
+        "max_model_len": 2048,
+        "enable_prefix_caching": False,
+        "disable_log_stats": False,
+    }
+
+
+class OfflineReference:
+    """vLLM's offline LLM generating for `prompts` in a subprocess of its own, started at
+    once so that it loads while the server under test starts; `outputs()` waits."""
+
+    def __init__(self, model_path: Path, prompts: list[str], sampling: dict):
+        env = dict(os.environ, **ENGINE_ENV)
+        job = {"engine_args": engine_args(model_path), "prompts": prompts, "sampling": sampling}
+        self._proc = subprocess.Popen([sys.executable, str(HERE / "offline_llm.py")],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True, env=env)
+        self._job = json.dumps(job)
+        self._outputs = None
+
+    def outputs(self, timeout: float = 600) -> list[dict]:
+        if self._outputs is None:
+            out, _ = self._proc.communicate(self._job, timeout=timeout)
+            results = [line for line in out.splitlines() if line.startswith("RESULT ")]
+            assert self._proc.returncode == 0 and results, out[-4000:]
+            self._outputs = json.loads(results[-1][len("RESULT "):])["outputs"]
+        return self._outputs
+
+    def close(self):
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def offline_generate(model_path: Path, prompts: list[str], sampling: dict) -> list[dict]:
+    """Outputs of vLLM's offline LLM for `prompts`."""
+    reference = OfflineReference(model_path, prompts, sampling)
+    try:
+        return reference.outputs()
+    finally:
+        reference.close()
+
+
+
+
+def generate_body(prompt=None, sampling: dict | None = None, **inputs) -> dict:
+    body = dict(inputs)
+    if prompt is not None:
+        body["text_input"] = prompt
+    if sampling is not None:
+        body["sampling_parameters"] = json.dumps(sampling)
+    return body
+
+
+def generate(server, model, prompt=None, sampling=None, timeout=120, **inputs) -> httpx.Response:
+    """POST /v2/models/M/generate; returns the raw response (check status yourself)."""
+    return httpx.post(f"{server.http_url}/v2/models/{model}/generate",
+                      json=generate_body(prompt, sampling, **inputs), timeout=timeout)
+
+
+def parse_sse(lines) -> list[dict]:
+    events = []
+    for line in lines:
+        if line.startswith("data:"):
+            events.append(json.loads(line[len("data:"):].strip()))
+    return events
+
+
+def generate_stream(server, model, prompt=None, sampling=None, timeout=120,
+                    **inputs) -> list[dict]:
+    """POST /v2/models/M/generate_stream with stream=true; returns every event."""
+    body = generate_body(prompt, sampling, stream=True, **inputs)
+    with httpx.stream("POST", f"{server.http_url}/v2/models/{model}/generate_stream",
+                      json=body, timeout=timeout) as response:
+        response.raise_for_status()
+        return parse_sse(response.iter_lines())
+
+
+def as_list(value):
+    """Triton's JSON answers flatten one-element outputs to a scalar."""
+    return value if isinstance(value, list) else [value]
+
+
+def make_tiny_lora(outdir: Path, rank: int = 8, seed: int = 0) -> Path:
+    """A LoRA adapter (PEFT layout) for the tiny model's attention projections, with
+    random weights large enough to change its greedy output."""
+    import torch
+    from safetensors.torch import save_file
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    hidden, layers = 128, 2
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for layer in range(layers):
+        for proj in ("q_proj", "v_proj"):
+            prefix = f"base_model.model.model.layers.{layer}.self_attn.{proj}"
+            tensors[f"{prefix}.lora_A.weight"] = torch.randn(rank, hidden, generator=generator)
+            tensors[f"{prefix}.lora_B.weight"] = torch.randn(hidden, rank, generator=generator)
+    save_file(tensors, str(outdir / "adapter_model.safetensors"))
+    (outdir / "adapter_config.json").write_text(json.dumps({
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": 2 * rank,
+        "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"], "bias": "none",
+        "fan_in_fan_out": False, "modules_to_save": None, "use_rslora": False,
+        "use_dora": False, "base_model_name_or_path": None,
+    }))
+    return outdir
