@@ -212,29 +212,46 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def bench_triton_and_frontend(model_dir: Path, args) -> list[LevelResult]:
+@dataclass
+class RunningServer:
+    http_url: str
+    grpc_url: str
+
+
+def _measure_triton_and_frontend(triton, model_dir: Path, args) -> list[LevelResult]:
     results = []
+    targets = set(args.targets.split(","))
+    if "triton" in targets:
+        results += measure("triton", _triton_request(triton.http_url, MODEL, args.output_tokens),
+                           args.levels, args.requests)
+    if "frontend" not in targets:
+        return results
+    port = free_port()
+    fe = subprocess.Popen(
+        [str(Path(sys.executable).parent / "triton-openai"), "--triton-url", triton.grpc_url,
+         "--triton-metrics-url", "", "--host", "127.0.0.1", "--port", str(port),
+         "--tokenizer", str(model_dir), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/health/ready", fe, 120)
+        results += measure("frontend", _openai_request(
+            f"http://127.0.0.1:{port}", MODEL, args.output_tokens), args.levels, args.requests)
+    finally:
+        _stop(fe)
+    return results
+
+
+def bench_triton_and_frontend(model_dir: Path, args) -> list[LevelResult]:
+    if args.triton:
+        # A server someone started (serving MODEL), e.g. to iterate on the frontend.
+        http_url, grpc_url = args.triton.split(",")
+        return _measure_triton_and_frontend(RunningServer(http_url, grpc_url), model_dir, args)
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "models"
         write_vllm_model(repo, MODEL, {"model": str(model_dir), "max_model_len": MAX_MODEL_LEN,
                                        "seed": 0})
         with TritonServer(repo, mounts=[model_dir]) as triton:
-            results += measure("triton", _triton_request(triton.http_url, MODEL, args.output_tokens),
-                               args.levels, args.requests)
-            port = free_port()
-            fe = subprocess.Popen(
-                [str(Path(sys.executable).parent / "triton-openai"), "--triton-url",
-                 triton.grpc_url, "--triton-metrics-url", triton.metrics_url, "--host",
-                 "127.0.0.1", "--port", str(port), "--tokenizer", str(model_dir),
-                 "--log-level", "warning"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                _wait_http(f"http://127.0.0.1:{port}/health/ready", fe, 120)
-                results += measure("frontend", _openai_request(
-                    f"http://127.0.0.1:{port}", MODEL, args.output_tokens), args.levels, args.requests)
-            finally:
-                _stop(fe)
-    return results
+            return _measure_triton_and_frontend(triton, model_dir, args)
 
 
 def bench_vllm(model_dir: Path, args) -> list[LevelResult]:
@@ -291,13 +308,15 @@ def main(argv=None) -> int:
     p.add_argument("--output-tokens", type=int, default=128)
     p.add_argument("--requests", type=int, default=16, help="requests per level (at least 2x concurrency)")
     p.add_argument("--targets", default="triton,frontend,vllm")
+    p.add_argument("--triton", default=None, metavar="HTTP_URL,GRPC_HOST:PORT",
+                   help="use this running tritonserver (serving model `tiny`) instead of starting one")
     args = p.parse_args(argv)
     args.levels = [int(c) for c in args.concurrency.split(",")]
     targets = set(args.targets.split(","))
     model_dir = tiny_model_path()
     results: list[LevelResult] = []
     if targets & {"triton", "frontend"}:
-        results += [r for r in bench_triton_and_frontend(model_dir, args) if r.target in targets]
+        results += bench_triton_and_frontend(model_dir, args)
     if "vllm" in targets:
         results += bench_vllm(model_dir, args)
     print(table(results))

@@ -84,3 +84,39 @@ def test_disconnect_cancels_triton_request(triton):
 
     asyncio.run(run())
     assert triton.cancelled == 1
+
+
+def test_disconnect_cancels_non_streamed_request(triton):
+    """A client that leaves before a non-streamed answer is ready cancels its Triton request."""
+    import asyncio
+
+    import pytest
+    from openai_fakes import FakeTokenizers
+    from triton_openai import FrontendConfig, build_app
+    from triton_openai.completions.protocol import CompletionRequest
+    from triton_openai.generation import ClientGone
+
+    class LeavingClient:
+        async def receive(self):
+            await asyncio.sleep(0.05)
+            return {"type": "http.disconnect"}
+
+    triton.delay = 0.01
+    app = build_app(FrontendConfig(triton_metrics_url=None), client=triton)
+    app.state.completions.gen.tokenizers = FakeTokenizers()
+
+    async def run():
+        req = CompletionRequest(model="llm", prompt="a", max_tokens=50, stream=False)
+        # Streamed from Triton, but answered only at the end: what a long generation does.
+        serving = app.state.completions
+        original = serving.gen.run
+
+        def streaming_run(model, prompts, samplings, stream, logprobs, prefix):
+            return original(model, prompts, samplings, True, logprobs, prefix)
+
+        serving.gen.run = streaming_run
+        with pytest.raises(ClientGone):
+            await serving.create(req, LeavingClient())
+
+    asyncio.run(run())
+    assert triton.cancelled == 1

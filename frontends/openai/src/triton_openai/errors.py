@@ -89,6 +89,8 @@ def _param_from_loc(loc) -> str | None:
 
 
 def install_handlers(app: FastAPI) -> None:
+    from .generation import ClientGone
+
     @app.exception_handler(OpenAIError)
     async def _openai_error(_: Request, exc: OpenAIError):
         return error_response(exc)
@@ -113,6 +115,11 @@ def install_handlers(app: FastAPI) -> None:
         err.status = exc.status_code
         err.type = "invalid_request_error" if exc.status_code < 500 else "server_error"
         return error_response(err)
+
+    @app.exception_handler(ClientGone)
+    async def _client_gone(_: Request, exc: ClientGone):
+        # Nobody reads this; 499 (nginx's "client closed request") marks it in access logs.
+        return JSONResponse({}, status_code=499)
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception):

@@ -116,6 +116,41 @@ class GenerationService:
             yield item
 
 
+class ClientGone(Exception):
+    """The client closed the connection before its (non-streamed) answer was ready."""
+
+
+async def until_disconnected(raw, coro):
+    """Await `coro`, cancelling it (and so its Triton requests) if the client leaves.
+
+    Streams notice a departed client when they write; a non-streamed answer writes only
+    at the end, so without this a long generation would run on for nobody.
+    """
+    if raw is None:
+        return await coro
+    task = asyncio.ensure_future(coro)
+
+    async def watch():
+        while True:
+            message = await raw.receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    raise ClientGone()
+
+
 async def _merge(gens: list[AsyncIterator[GenerationChunk]]) -> AsyncIterator[tuple[int, GenerationChunk]]:
     queue: asyncio.Queue = asyncio.Queue()
     done = object()

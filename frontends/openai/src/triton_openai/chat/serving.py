@@ -12,7 +12,7 @@ from fastapi.responses import Response
 
 from .. import sse
 from ..errors import BadRequestError, OpenAIError, from_triton
-from ..generation import GenerationService, Prompt, request_id
+from ..generation import GenerationService, Prompt, request_id, until_disconnected
 from ..logprobs import chat_logprobs
 from ..structured import from_response_format, validate_structured_outputs
 from ..tool_parsers import ToolCall, ToolParser, get_parser
@@ -98,7 +98,7 @@ class ChatServing:
                    prompt.num_tokens)
         if req.stream:
             return sse.EventStreamResponse(self._stream(ctx, stream))
-        return await self._full(ctx, stream)
+        return await until_disconnected(raw, self._full(ctx, stream))
 
     async def _full(self, ctx: "_Ctx", stream) -> Response:
         req, n = ctx.req, ctx.req.n

@@ -10,7 +10,7 @@ from fastapi.responses import Response
 
 from .. import sse
 from ..errors import BadRequestError
-from ..generation import GenerationService, Prompt, request_id
+from ..generation import GenerationService, Prompt, request_id, until_disconnected
 from ..logprobs import completion_logprobs, merge_completion_logprobs
 from ..structured import validate_structured_outputs
 from .protocol import CompletionRequest
@@ -65,7 +65,7 @@ class CompletionsServing:
         if req.stream:
             return sse.EventStreamResponse(
                 self._stream(req, model.id, rid, created, prompts, stream))
-        return await self._full(req, model.id, rid, created, prompts, stream)
+        return await until_disconnected(raw, self._full(req, model.id, rid, created, prompts, stream))
 
     async def _full(self, req, model_id, rid, created, prompts, stream) -> Response:
         n = req.n

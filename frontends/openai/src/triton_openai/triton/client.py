@@ -47,12 +47,17 @@ class Tensor:
 
     # --- decoders -------------------------------------------------------------
     def as_strings(self) -> list[str]:
+        if self.shape == (1,):
+            # The common case while streaming one choice: skip the generic walk.
+            return [self.data[4:].decode("utf-8", errors="replace")]
         return [b.decode("utf-8", errors="replace") for b in deserialize_bytes(self.data)]
 
     def as_list(self) -> list:
         """Numbers of any supported type, or strings for BYTES."""
         if self.datatype == "BYTES":
             return self.as_strings()
+        if self.shape == (1,) and self.datatype in _INT_SIZES:
+            return [int.from_bytes(self.data, "little", signed=self.datatype[0] == "I")]
         fmt = _STRUCT_FORMATS[self.datatype]
         count = len(self.data) // struct.calcsize(fmt)
         values = list(struct.unpack(f"<{count}{fmt}", self.data))
@@ -60,6 +65,8 @@ class Tensor:
             values = [bool(v) for v in values]
         return values
 
+
+_INT_SIZES = {"INT32", "UINT32", "INT64", "UINT64"}
 
 _STRUCT_FORMATS = {
     "BOOL": "B", "INT8": "b", "UINT8": "B", "INT16": "h", "UINT16": "H",
