@@ -31,6 +31,8 @@ class FakeTokenizer:
 
 
 class FakeTokenizers:
+    override = None
+
     def __init__(self, tok=None):
         self.tok = tok if tok is not None else FakeTokenizer()
 

@@ -123,3 +123,19 @@ def test_shutdown_closes_triton_client(make_client, triton):
     c = make_client()
     c.__exit__(None, None, None)
     assert triton.closed
+
+
+def test_runner_from_outputs_without_discovery_parameters(make_client):
+    """A config.pbtxt that does not write vllm_runner: the outputs tell an embedding model."""
+    from openai_fakes import FakeTriton
+    from triton_openai.triton.client import ModelInfo
+
+    fake = FakeTriton(models=[
+        ModelInfo("gen", "1", True, {}, "vllm", ("text_output", "finish_reason")),
+        ModelInfo("emb", "1", True, {}, "vllm", ("embedding", "num_input_tokens")),
+        ModelInfo("python_model", "1", True, {}, "python", ("OUT",)),
+    ])
+    c = make_client(fake=fake)
+    assert sorted(m["id"] for m in c.get("/v1/models").json()["data"]) == ["emb", "gen"]
+    assert c.post("/v1/embeddings", json={"model": "emb", "input": "a b"}).status_code == 200
+    assert c.post("/v1/embeddings", json={"model": "gen", "input": "a"}).status_code == 400

@@ -30,11 +30,16 @@ class ServedModel:
     lora_name: str | None = None
 
 
+def _runner_from_outputs(outputs: tuple[str, ...]) -> str:
+    # A config.pbtxt without the discovery parameters still shows what the model does.
+    return "pooling" if "embedding" in outputs and "text_output" not in outputs else "generate"
+
+
 def _served_models(info: ModelInfo, names: dict[str, str], created: int) -> list[ServedModel]:
     params = info.parameters
     if "vllm_model" not in params and info.backend != "vllm":
         return []
-    runner = params.get("vllm_runner", "generate") or "generate"
+    runner = params.get("vllm_runner") or _runner_from_outputs(info.outputs)
     max_len = params.get("vllm_max_model_len")
     base = ServedModel(
         id=names.get(info.name, info.name), triton_name=info.name,

@@ -61,7 +61,9 @@ class GenerationService:
         if model.max_model_len:
             return model.max_model_len
         if model.triton_name not in self._max_len_cache:
-            self._max_len_cache[model.triton_name] = _config_max_len(model.model_path)
+            # The model folder, else a --tokenizer folder (usually the same checkpoint).
+            self._max_len_cache[model.triton_name] = (
+                _config_max_len(model.model_path) or _config_max_len(self.tokenizers.override))
         return self._max_len_cache[model.triton_name]
 
     def budget(self, model: ServedModel, prompt: Prompt, requested: int | None,

@@ -21,6 +21,10 @@ class TokenizerCache:
         self._cache: dict[str, Any] = {}
         self._lock = threading.Lock()
 
+    @property
+    def override(self) -> str | None:
+        return self._override
+
     def get(self, model_path: str | None) -> Any | None:
         """The tokenizer for a model path, loaded once; None when none can be found."""
         source = self._override or model_path

@@ -110,6 +110,7 @@ class ModelInfo:
     # vllm_model, vllm_runner and vllm_max_model_len.
     parameters: dict[str, str]
     backend: str = ""
+    outputs: tuple[str, ...] = ()  # output tensor names of the model config
 
 
 class TritonClient(Protocol):

@@ -77,13 +77,15 @@ class GrpcTritonClient:
             for entry in index.models:
                 ready = entry.state == "READY"
                 params: dict[str, str] = {}
-                backend = ""
+                backend, outputs = "", ()
                 if ready:
                     cfg = await self._stub.ModelConfig(
                         service_pb2.ModelConfigRequest(name=entry.name), timeout=5)
                     params = {k: v.string_value for k, v in cfg.config.parameters.items()}
                     backend = cfg.config.backend
-                models.append(ModelInfo(entry.name, entry.version or "", ready, params, backend))
+                    outputs = tuple(o.name for o in cfg.config.output)
+                models.append(ModelInfo(entry.name, entry.version or "", ready, params, backend,
+                                        outputs))
             return models
         except grpc.RpcError as err:
             raise _rpc_error(err) from None
