@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -166,7 +165,7 @@ async def run_level(target: str, make, concurrency: int, requests: int) -> Level
                     level.results.append(await make(client, PROMPTS[i % len(PROMPTS)]))
                 except Exception as err:  # counted and shown, the run goes on
                     level.errors += 1
-                    print(f"  {target} error: {err}", file=sys.stderr)
+                    print(f"  {target} error: {err!r}", file=sys.stderr)
 
         start = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -260,7 +259,7 @@ def bench_vllm(model_dir: Path, args) -> list[LevelResult]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
          "--served-model-name", MODEL, "--max-model-len", str(MAX_MODEL_LEN), "--seed", "0",
-         "--host", "127.0.0.1", "--port", str(port), "--disable-log-requests",
+         "--host", "127.0.0.1", "--port", str(port),
          "--uvicorn-log-level", "warning"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
     try:

@@ -23,6 +23,12 @@ MAX_MODEL_LEN = 1024
 METRICS_CONFIG = """parameters: { key: "REPORT_CUSTOM_METRICS" value: { string_value: "true" } }"""
 
 
+def discovery(**params: str) -> str:
+    """config.pbtxt parameters by which the frontend finds the tokenizer, runner and length."""
+    return "\n".join(f'parameters: {{ key: "{k}" value: {{ string_value: "{v}" }} }}'
+                     for k, v in params.items())
+
+
 @dataclass
 class Stack:
     triton: TritonServer
@@ -40,10 +46,12 @@ def write_repository(root: Path, tiny_model: Path) -> Path:
         # Compact JSON under structured outputs: free whitespace lets a random model pad
         # an answer with newlines until max_tokens, and then it does not parse.
         "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
-    }, config_extra=METRICS_CONFIG)
+    }, config_extra=METRICS_CONFIG + "\n" + discovery(
+        vllm_model=str(tiny_model), vllm_runner="generate", vllm_max_model_len=str(MAX_MODEL_LEN)))
     write_vllm_model(repo, EMBED_MODEL, {
         "model": str(tiny_model), "runner": "pooling", "max_model_len": 256,
-    })
+    }, config_extra=discovery(vllm_model=str(tiny_model), vllm_runner="pooling",
+                              vllm_max_model_len="256"))
     return repo
 
 
@@ -82,10 +90,8 @@ def stack(tmp_path_factory, tiny_model) -> Stack:
         if triton.openai_url:  # the image runs its own frontend
             yield Stack(triton, triton.openai_url, tiny_model, None)
             return
-        # --tokenizer: the frontend reads the tokenizer from the model folder the backend
-        # publishes; passing it keeps the suite independent of that lookup.
-        with FrontendProcess(triton.grpc_url, "--tokenizer", str(tiny_model),
-                             metrics_url=triton.metrics_url) as fe:
+        # No --tokenizer: the frontend finds the model folder through `vllm_model`.
+        with FrontendProcess(triton.grpc_url, metrics_url=triton.metrics_url) as fe:
             yield Stack(triton, fe.url, tiny_model, fe)
 
 

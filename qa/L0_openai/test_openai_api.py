@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import struct
 import time
 
@@ -280,6 +281,8 @@ def test_errors_have_openai_shape(http):
     # A sampling parameter the engine rejects comes back as 400, not 500.
     _error(http.post("/v1/completions", json={"model": MODEL, "prompt": "hi", "max_tokens": 4,
                                               "top_k": -7}), 400)
+    # Also when streaming: the status comes before any event.
+    _error(http.post("/v1/chat/completions", json=dict(chat, stream=True, top_k=-7)), 400)
 
 
 def test_openai_client_raises_typed_errors(oai):
@@ -329,7 +332,8 @@ def _released(http) -> float:
             + _metric(http, "nv_inference_request_failure", model=MODEL))
 
 
-def test_disconnect_frees_engine_request(stack, http):
+@pytest.mark.parametrize("stream", [True, False])
+def test_disconnect_frees_engine_request(stack, http, stream):
     """A client that goes away mid-stream stops the generation in vLLM within a second.
 
     Triton releases a decoupled request when the backend sends its final response, which
@@ -338,15 +342,19 @@ def test_disconnect_frees_engine_request(stack, http):
     that the generation stopped early.
     """
     # 8 x 1000 tokens: seconds of work for the engine here, if nothing stops it.
-    body = {"model": MODEL, "prompt": PROMPTS[0], "max_tokens": 1000, "n": 8, "stream": True,
+    body = {"model": MODEL, "prompt": PROMPTS[0], "max_tokens": 1000, "n": 8, "stream": stream,
             "ignore_eos": True}
     tokens_before = _settled(http, "vllm:generation_tokens_total", model=MODEL)
     released_before = _released(http)
-    with httpx.Client(base_url=stack.url, timeout=60) as c:
-        with c.stream("POST", "/v1/completions", json=body) as resp:
-            assert resp.status_code == 200
-            time.sleep(0.3)  # the engine is generating now
-        # Leaving the block closes the connection mid-stream.
+    # A raw connection: the client leaves 0.3 s after sending, whether or not the first
+    # token has come (headers are sent with it).
+    host, port = stack.url.removeprefix("http://").split(":")
+    payload = json.dumps(body).encode()
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(payload) + payload)
+        time.sleep(0.3)
     gone = time.monotonic()
     released_after = None
     while time.monotonic() - gone < 10:

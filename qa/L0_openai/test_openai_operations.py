@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 def _frontend(stack, *args, **kw) -> FrontendProcess:
-    return FrontendProcess(stack.triton.grpc_url, "--tokenizer", str(stack.tokenizer_path),
-                           *args, metrics_url=stack.triton.metrics_url, **kw)
+    return FrontendProcess(stack.triton.grpc_url, *args, metrics_url=stack.triton.metrics_url,
+                           **kw)
 
 
 def test_api_key(stack):

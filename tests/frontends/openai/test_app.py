@@ -1,6 +1,5 @@
 """Routes, errors and middlewares of the app, against a fake Triton."""
 
-import json
 
 from triton_openai import FrontendConfig
 from triton_openai.triton.client import TritonError
@@ -139,3 +138,11 @@ def test_runner_from_outputs_without_discovery_parameters(make_client):
     assert sorted(m["id"] for m in c.get("/v1/models").json()["data"]) == ["emb", "gen"]
     assert c.post("/v1/embeddings", json={"model": "emb", "input": "a b"}).status_code == 200
     assert c.post("/v1/embeddings", json={"model": "gen", "input": "a"}).status_code == 400
+
+
+def test_triton_error_before_streaming_is_an_http_status(client, triton):
+    triton.fail = TritonError("invalid sampling parameter 'top_k'", 400)
+    for path, body in [("/v1/completions", {"prompt": "a"}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}]})]:
+        r = client.post(path, json=dict(body, model="llm", stream=True))
+        _error_shape(r, 400)

@@ -118,6 +118,26 @@ class GenerationService:
             yield item
 
 
+async def primed(gen: AsyncIterator) -> AsyncIterator:
+    """Start `gen` now, so that an error in its first item (Triton rejecting the request)
+    becomes the HTTP status instead of an error event after a 200; yield all its items."""
+    try:
+        first = await gen.__anext__()
+    except StopAsyncIteration:
+        return _chain(None, gen)
+    return _chain(first, gen)
+
+
+async def _chain(first, gen):
+    try:
+        if first is not None:
+            yield first
+        async for item in gen:
+            yield item
+    finally:
+        await gen.aclose()
+
+
 class ClientGone(Exception):
     """The client closed the connection before its (non-streamed) answer was ready."""
 

@@ -118,9 +118,10 @@ class AccessMiddleware:
             await self.app(scope, receive, send_wrapper)
         finally:
             end = time.perf_counter()
-            path = scope.get("route_path") or scope["path"]
-            # Unbounded label values (model ids in the path) would grow the registry forever.
-            label = path if not path.startswith("/v1/models/") else "/v1/models/{id}"
+            # The route's template, not the raw path: model ids in paths and unknown URLs
+            # would otherwise grow the metric registry without bound.
+            route = scope.get("route")
+            label = getattr(route, "path", None) or "unmatched"
             self.requests.labels(scope["method"], label, str(status)).inc()
             self.latency.labels(label).observe(end - start)
             if first is not None:

@@ -72,7 +72,12 @@ class SamplingFields(OpenAIBaseModel):
         if self.stop:
             out["stop"] = [self.stop] if isinstance(self.stop, str) else list(self.stop)
         if self.logit_bias:
-            out["logit_bias"] = {int(k): v for k, v in self.logit_bias.items()}
+            try:
+                out["logit_bias"] = {int(k): v for k, v in self.logit_bias.items()}
+            except ValueError:
+                from .errors import BadRequestError
+
+                raise BadRequestError("logit_bias keys must be token ids", param="logit_bias") from None
         return out
 
 

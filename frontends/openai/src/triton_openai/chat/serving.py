@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import AsyncIterator
@@ -12,7 +11,7 @@ from fastapi.responses import Response
 
 from .. import sse
 from ..errors import BadRequestError, OpenAIError, from_triton
-from ..generation import GenerationService, Prompt, request_id, until_disconnected
+from ..generation import GenerationService, Prompt, primed, request_id, until_disconnected
 from ..logprobs import chat_logprobs
 from ..structured import from_response_format, validate_structured_outputs
 from ..tool_parsers import ToolCall, ToolParser, get_parser
@@ -97,6 +96,9 @@ class ChatServing:
         ctx = _Ctx(req, model.id, rid, created, mode, named, get_parser(self.tool_parser_name),
                    prompt.num_tokens)
         if req.stream:
+            # Until the first token comes, the response has not started: watch the client
+            # here, so that one who leaves meanwhile cancels too.
+            stream = await until_disconnected(raw, primed(stream))
             return sse.EventStreamResponse(self._stream(ctx, stream))
         return await until_disconnected(raw, self._full(ctx, stream))
 

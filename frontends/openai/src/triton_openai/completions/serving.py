@@ -9,10 +9,11 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from .. import sse
-from ..errors import BadRequestError
-from ..generation import GenerationService, Prompt, request_id, until_disconnected
+from ..errors import BadRequestError, OpenAIError, from_triton
+from ..generation import GenerationService, Prompt, primed, request_id, until_disconnected
 from ..logprobs import completion_logprobs, merge_completion_logprobs
 from ..structured import validate_structured_outputs
+from ..triton.client import TritonError
 from .protocol import CompletionRequest
 
 
@@ -63,6 +64,9 @@ class CompletionsServing:
         created = int(time.time())
         stream = self.gen.run(model, prompts, samplings, req.stream, req.logprobs is not None, "cmpl")
         if req.stream:
+            # Until the first token comes, the response has not started: watch the client
+            # here, so that one who leaves meanwhile cancels too.
+            stream = await until_disconnected(raw, primed(stream))
             return sse.EventStreamResponse(
                 self._stream(req, model.id, rid, created, prompts, stream))
         return await until_disconnected(raw, self._full(req, model.id, rid, created, prompts, stream))
@@ -136,9 +140,6 @@ class CompletionsServing:
                     "prompt_tokens": p_tok, "completion_tokens": c_tok,
                     "total_tokens": p_tok + c_tok}))
         except Exception as err:  # headers are sent: report the failure inside the stream
-            from ..errors import OpenAIError, from_triton
-            from ..triton.client import TritonError
-
             e = from_triton(err) if isinstance(err, TritonError) else (
                 err if isinstance(err, OpenAIError) else OpenAIError(str(err)))
             yield sse.event(e.body())
