@@ -5,7 +5,8 @@ because an image of that name exists), then checks the container: it runs as a
 non-root user, reports every pinned version from versions.toml with the installed
 ones matching, and its tritonserver becomes ready with the sample model repository.
 
-    TVB_IMAGE_TAG   name of the image to build (default: build.py's default tag)
+    TVB_IMAGE_TAG       name of the image to build (default: build.py's default tag)
+    TVB_READY_TIMEOUT   seconds the server may take to become ready (default 180)
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from tritonbuild.hostenv import docker_binary  # noqa: E402
 
 pytestmark = pytest.mark.docker
 DOCKER = docker_binary()
-READY_TIMEOUT = 180
+READY_TIMEOUT = float(os.environ.get("TVB_READY_TIMEOUT", "180"))
 
 
 def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -96,6 +97,11 @@ def test_reports_every_pinned_version(image):
     assert rows["triton-openai-frontend"]["installed"] is not None
 
 
+def logs(cid: str) -> str:
+    out = docker("logs", cid, check=False)
+    return (out.stdout + out.stderr)[-4000:]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -120,10 +126,10 @@ def test_server_ready_with_sample_repository(image):
             if get(f"http://127.0.0.1:{http}/v2/health/ready")[0] == 200:
                 break
             running = docker("inspect", "-f", "{{.State.Running}}", cid).stdout.strip()
-            assert running == "true", "container exited:\n" + docker("logs", cid).stderr[-3000:]
+            assert running == "true", "container exited:\n" + logs(cid)
             time.sleep(2)
         else:
-            pytest.fail(f"not ready in {READY_TIMEOUT} s:\n" + docker("logs", cid).stderr[-3000:])
+            pytest.fail(f"not ready in {READY_TIMEOUT} s:\n" + logs(cid))
         status, body = get(f"http://127.0.0.1:{http}/v2/models/vllm_model/generate",
                            json.dumps({"text_input": "Hello",
                                        "parameters": {"max_tokens": 4}}).encode())
