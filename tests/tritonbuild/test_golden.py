@@ -70,10 +70,21 @@ def test_golden(name, plan_for, host, golden_dir, update_golden):
 HADOLINT_CONFIG = Path(__file__).resolve().parents[2] / "dockerfiles" / "hadolint.yaml"
 
 
-@pytest.mark.parametrize("name", CASES)
+# Flag sets that take other branches of the templates, linted on top of the golden cases.
+LINT_ONLY = {
+    "cpu-split-base": ["--image=base,my/debian:bookworm", "--image=inference,my/slim:1",
+                       "--endpoint=openai"],
+    "gpu-split-base": ["--enable-gpu", "--image=base,my/devel:1", "--endpoint=openai"],
+    "gpu-python-only": ["--enable-gpu", "--backend=python", "--wheelhouse=none"],
+    "cpu-index-no-wheelhouse": ["--wheelhouse=none",
+                                "--pip-extra-index-url=https://download.pytorch.org/whl/cpu"],
+}
+
+
+@pytest.mark.parametrize("name", [*CASES, *LINT_ONLY])
 def test_hadolint(name, plan_for, tmp_path, hadolint):
     dockerfile = tmp_path / "Dockerfile"
-    dockerfile.write_text(render(plan_for(*CASES[name])).dockerfile)
+    dockerfile.write_text(render(plan_for(*{**CASES, **LINT_ONLY}[name])).dockerfile)
     out = subprocess.run([hadolint, "--no-color", "--config", str(HADOLINT_CONFIG),
                           str(dockerfile)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
