@@ -39,6 +39,14 @@ def host(wheelhouse, cert) -> HostFacts:
                      find_links=wheelhouse, find_links_origin="PIP_FIND_LINKS")
 
 
+@pytest.fixture(scope="session")
+def golden_host(host) -> HostFacts:
+    """The test host, with a checkout whose frontend metadata never changes."""
+    return HostFacts(repo_root=Path(__file__).parent / "data" / "repo", pip_cert=host.pip_cert,
+                     pip_cert_origin=host.pip_cert_origin, find_links=host.find_links,
+                     find_links_origin=host.find_links_origin)
+
+
 @pytest.fixture
 def plan_for(host):
     def make(*argv: str):

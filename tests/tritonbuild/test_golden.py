@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from tritonbuild.engine import DockerCli
+from tritonbuild.flags import parse_flags
+from tritonbuild.validate import make_plan
 from tritonbuild.render import render
 
 BUILD_DIR = "/srv/tvb-build"
@@ -49,8 +51,9 @@ def normalize(text: str, host) -> str:
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_golden(name, plan_for, host, golden_dir, update_golden):
-    plan = plan_for(*CASES[name], f"--build-dir={BUILD_DIR}")
+def test_golden(name, golden_host, golden_dir, update_golden):
+    host = golden_host
+    plan = make_plan(parse_flags([*CASES[name], f"--build-dir={BUILD_DIR}"]), host)
     files = outputs(plan)
     root = golden_dir / name
     for rel, text in files.items():
