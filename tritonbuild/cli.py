@@ -6,7 +6,7 @@ from typing import Sequence
 
 from .context import check_sources, write_build_dir
 from .engine import DockerCli, Engine
-from .errors import TritonBuildError
+from .errors import EngineError, TritonBuildError
 from .flags import parse_flags
 from .hostenv import HostFacts, discover
 from .render import render
@@ -17,6 +17,15 @@ __all__ = ["main"]
 
 def _say(message: str) -> None:
     print(f"build.py: {message}", file=sys.stderr, flush=True)
+
+
+def _check_local_images(plan, engine: Engine) -> None:
+    # Images named local/... are made on this machine (scripts/make_base_image.sh) and
+    # cannot be pulled: without this check the build fails on a confusing pull error.
+    for image in dict.fromkeys((plan.base_image.value, plan.inference_image.value)):
+        if image.startswith("local/") and not engine.has_image(image):
+            raise EngineError(f"the engine has no image {image}: scripts/make_base_image.sh "
+                              f"{image} makes it")
 
 
 def main(argv: Sequence[str] | None = None, *, host: HostFacts | None = None,
@@ -36,6 +45,7 @@ def main(argv: Sequence[str] | None = None, *, host: HostFacts | None = None,
         command = engine.command(plan, root / "Dockerfile", root / "context")
         if not plan.dryrun.value:
             engine.check()  # before writing anything
+            _check_local_images(plan, engine)
         files = write_build_dir(plan, rendered, command.script())
         if plan.dryrun.value:
             for path in (files.dockerfile, files.build_script, files.plan_json):

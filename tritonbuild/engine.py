@@ -43,6 +43,10 @@ class Engine(ABC):
     def check(self) -> None:
         """Raise EngineUnavailableError when no engine answers."""
 
+    def has_image(self, image: str) -> bool:
+        """Whether the engine already holds the image (engines that cannot tell say yes)."""
+        return True
+
     @abstractmethod
     def command(self, plan: BuildPlan, dockerfile: Path, context: Path) -> BuildCommand: ...
 
@@ -79,6 +83,11 @@ class DockerCli(Engine):
             raise EngineUnavailableError(
                 f"no Docker engine answers at {where} (scripts/start_docker.sh starts one "
                 f"and prints the DOCKER_HOST to export)")
+
+    def has_image(self, image: str) -> bool:
+        out = subprocess.run([self.binary, "image", "inspect", image], capture_output=True,
+                             timeout=60)
+        return out.returncode == 0
 
     def command(self, plan: BuildPlan, dockerfile: Path, context: Path) -> BuildCommand:
         argv = [self.binary] + (["buildx", "build", "--load"] if self.buildx else ["build"])

@@ -12,8 +12,12 @@ from tritonbuild.errors import BuildFailedError, EngineUnavailableError
 
 
 class FakeEngine(Engine):
-    def __init__(self, available=True, exit_code=0):
+    def __init__(self, available=True, exit_code=0, images=None):
         self.available, self.exit_code, self.ran = available, exit_code, []
+        self.images = images
+
+    def has_image(self, image):
+        return self.images is None or image in self.images
 
     def check(self):
         if not self.available:
@@ -87,3 +91,11 @@ def test_notes_are_logged_unless_quiet(host, tmp_path, capsys):
 def test_build_py_is_a_thin_entry_point():
     text = (Path(__file__).resolve().parents[2] / "build.py").read_text()
     assert "from tritonbuild.cli import main" in text and len(text.splitlines()) < 30
+
+
+def test_missing_local_base_image_is_one_line(host, tmp_path, capsys):
+    engine = FakeEngine(images=set())
+    assert main([f"--build-dir={tmp_path / 'b'}", "-q"], host=host, engine=engine) == 1
+    err = capsys.readouterr().err.strip()
+    assert "no image local/" in err and "make_base_image.sh" in err and "\n" not in err
+    assert not (tmp_path / "b").exists() and engine.ran == []

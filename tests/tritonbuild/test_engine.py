@@ -78,3 +78,8 @@ def test_script_runs_the_same_command(plan_for, tmp_path):
     script.chmod(0o755)
     assert os.system(str(script)) == 0
     assert record.read_text().split() == ["1"] + cmd.argv[1:]
+
+
+def test_has_image(tmp_path):
+    assert DockerCli(binary=fake_docker(tmp_path, '[ "$3" = "here:1" ]\n')).has_image("here:1")
+    assert not DockerCli(binary=fake_docker(tmp_path, '[ "$3" = "here:1" ]\n')).has_image("x:1")
