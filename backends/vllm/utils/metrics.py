@@ -110,6 +110,21 @@ class TritonMetrics:
                 metric.increment(value)
 
 
+def merge_updates(updates: list[dict]) -> dict:
+    """One update equivalent to `updates` applied in order: counters add up,
+    observations are concatenated, gauges keep their last value."""
+    merged: dict = {}
+    for update in updates:
+        for key, value in update.items():
+            if key in GAUGES:
+                merged[key] = value
+            elif isinstance(value, list):
+                merged.setdefault(key, []).extend(value)
+            else:
+                merged[key] = merged.get(key, 0) + value
+    return merged
+
+
 class TritonStatLogger(StatLoggerBase):
     """A vLLM stat logger that forwards to TritonMetrics through a worker thread."""
 
@@ -149,10 +164,17 @@ class TritonStatLogger(StatLoggerBase):
 
     def _work(self):
         while True:
-            update = self._queue.get()
-            if update is None:
+            updates = [self._queue.get()]
+            # Everything queued meanwhile goes out as one update: a busy engine makes
+            # hundreds of steps a second, and each metric call is a round trip to the server.
+            while not self._queue.empty():
+                updates.append(self._queue.get_nowait())
+            stop = None in updates
+            merged = merge_updates([u for u in updates if u is not None])
+            if merged:
+                self._metrics.apply(merged)
+            if stop:
                 return
-            self._metrics.apply(update)
 
     def finalize(self):
         """Apply what is queued, stop the worker, and drop the metric families now.
