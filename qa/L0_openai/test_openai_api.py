@@ -341,8 +341,9 @@ def test_disconnect_frees_engine_request(stack, http, stream):
     the server itself, without delay) show when that happened; vLLM's token counter shows
     that the generation stopped early.
     """
-    # 8 x 1000 tokens: seconds of work for the engine here, if nothing stops it.
-    body = {"model": MODEL, "prompt": PROMPTS[0], "max_tokens": 1000, "n": 8, "stream": stream,
+    # 16 x 1000 tokens: seconds of work for the engine here, if nothing stops it.
+    n = 16
+    body = {"model": MODEL, "prompt": PROMPTS[0], "max_tokens": 1000, "n": n, "stream": stream,
             "ignore_eos": True}
     tokens_before = _settled(http, "vllm:generation_tokens_total", model=MODEL)
     released_before = _released(http)
@@ -363,7 +364,9 @@ def test_disconnect_frees_engine_request(stack, http, stream):
             break
         time.sleep(0.05)
     generated = _settled(http, "vllm:generation_tokens_total", model=MODEL) - tokens_before
-    print(f"released {released_after} s after the disconnect, {generated:.0f} tokens generated")
-    assert released_after is not None, "Triton never released the request"
-    assert released_after < 1.0
-    assert generated < 8000, "the request ran to its end"
+    print(f"released {released_after} s after the disconnect, {generated:.0f} of {n * 1000} "
+          f"tokens generated")
+    assert generated < n * 1000, "the request ran to its end"
+    if generated:  # it reached the engine (a client may leave before it does)
+        assert released_after is not None, "Triton never released the request"
+        assert released_after < 1.0
