@@ -112,7 +112,7 @@ def grpc_stream(server, model, c, n, max_tokens) -> float:
     def worker():
         client = grpcclient.InferenceServerClient(server.grpc_url)
         results: queue.Queue = queue.Queue()
-        client.start_stream(callback=lambda r, e: results.put((r, e)))
+        client.start_stream(callback=lambda result, error: results.put((result, error)))
         tokens = 0
         while True:
             with lock:
@@ -129,7 +129,7 @@ def grpc_stream(server, model, c, n, max_tokens) -> float:
                 inputs.append(t)
             client.async_stream_infer(model, inputs, enable_empty_final_response=True)
             while True:
-                result, error = results.get(timeout=600)
+                result, error = results.get(timeout=120)
                 if error is not None:
                     raise RuntimeError(error)
                 count = result.as_numpy("num_output_tokens")
