@@ -29,7 +29,7 @@ def minilm() -> Path:
 @pytest.fixture(scope="module")
 def server(minilm, tmp_path_factory):
     repo = tmp_path_factory.mktemp("repository")
-    write_vllm_model(repo, "minilm", {"model": str(minilm), "runner": "pooling",
+    write_vllm_model(repo, "minilm", {"model": str(minilm), "runner": "pooling", "dtype": "float32",
                                       "max_model_len": 256})
     with TritonServer(repo, mounts=[minilm]) as running:
         yield running

@@ -73,7 +73,7 @@ class TritonServer:
 
     def __init__(self, model_repository: Path | str, *, mounts=(), server_args=(),
                  env: dict[str, str] | None = None, wait_ready: bool = True,
-                 timeout: float = 240.0, image: str | None = None):
+                 timeout: float = 420.0, image: str | None = None):
         self.model_repository = Path(model_repository).resolve()
         self.mounts = [Path(m).resolve() for m in mounts]
         self.server_args = list(server_args)
