@@ -239,7 +239,13 @@ class TritonPythonModel:
             self._send(sender, None, final=True)
         except Exception as e:  # noqa: BLE001 - any failure answers the request
             self.logger.log_error(f"[vllm] request {request_id} failed: {e!r}")
-            self._fail(sender, _describe(e))
+            message = _describe(e)
+            if getattr(self.engine, "errored", False):
+                # The engine died under this request (before a health check saw it).
+                message = f"the vLLM engine is not healthy: {message}"
+                if self.health_check:
+                    self._mark_unhealthy(e)
+            self._fail(sender, message)
         finally:
             self._active.pop(request_id, None)
 
@@ -309,17 +315,22 @@ class TritonPythonModel:
             self._run(self.engine.check_health(), timeout=10)
             return True
         except Exception as e:  # noqa: BLE001 - any failure means unhealthy
-            self._healthy = False
-            self.logger.log_error(f"[vllm] engine health check failed ({e!r}); "
-                                  f"unloading {self.model_name}")
-            try:
-                # Takes effect in explicit model control mode; the model's ready endpoint
-                # then says not ready.
-                pb_utils.unload_model(self.model_name)
-            except Exception as unload_error:  # noqa: BLE001
-                self.logger.log_warn(f"[vllm] could not unload {self.model_name}: "
-                                     f"{unload_error}")
+            self._mark_unhealthy(e)
             return False
+
+    def _mark_unhealthy(self, error):
+        if not self._healthy:
+            return
+        self._healthy = False
+        self.logger.log_error(f"[vllm] engine health check failed ({error!r}); "
+                              f"unloading {self.model_name}")
+        try:
+            # Takes effect in explicit model control mode; the model's ready endpoint
+            # then says not ready.
+            pb_utils.unload_model(self.model_name)
+        except Exception as unload_error:  # noqa: BLE001
+            self.logger.log_warn(f"[vllm] could not unload {self.model_name}: "
+                                 f"{unload_error}")
 
     # --------------------------------------------------------------- unload
     def finalize(self):
