@@ -47,37 +47,57 @@ def tiny_model_path() -> Path:
 
 CONFIG_PBTXT = """\
 backend: "vllm"
-{extra}
 instance_group [
   {{
     count: 1
-    kind: KIND_MODEL
+    kind: {kind}
   }}
 ]
+{parameters}{extra}
 """
 
 
-def write_vllm_model(repository: Path | str, name: str, engine_args: dict,
-                     config_extra: str = "", files: dict[str, str] | None = None) -> Path:
+def published_parameters(engine_args: dict) -> dict[str, str]:
+    """The parameters clients discover a vLLM model by (see backends/vllm/README.md)."""
+    runner = "pooling" if engine_args.get("runner") == "pooling" else "generate"
+    out = {"vllm_model": str(engine_args["model"]), "vllm_runner": runner}
+    if engine_args.get("max_model_len") is not None:
+        out["vllm_max_model_len"] = str(engine_args["max_model_len"])
+    return out
+
+
+def write_vllm_model(repository: Path | str, name: str, engine_args: dict, *,
+                     parameters: dict[str, str] | None = None, kind: str = "KIND_MODEL",
+                     publish: bool = True, config_extra: str = "",
+                     files: dict[str, str] | None = None) -> Path:
     """Write one vLLM-backend model: `config.pbtxt` and `1/model.json` (+ extra files in 1/).
 
     The config is minimal on purpose: the backend's auto-complete fills in the inputs,
-    outputs, batching and decoupled policy.
+    outputs, batching and decoupled policy.  `publish` adds the discovery parameters
+    (vllm_model, vllm_runner, vllm_max_model_len); `parameters` adds others, e.g.
+    {"REPORT_CUSTOM_METRICS": "true"}.
     """
     model_dir = Path(repository) / name
     version = model_dir / "1"
     version.mkdir(parents=True, exist_ok=True)
-    (model_dir / "config.pbtxt").write_text(CONFIG_PBTXT.format(extra=config_extra))
+    values = dict(published_parameters(engine_args) if publish else {})
+    values.update(parameters or {})
+    lines = "".join(f'parameters: {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n'
+                    for k, v in values.items())
+    (model_dir / "config.pbtxt").write_text(
+        CONFIG_PBTXT.format(kind=kind, parameters=lines, extra=config_extra))
     (version / "model.json").write_text(json.dumps(engine_args, indent=2) + "\n")
     for filename, text in (files or {}).items():
         (version / filename).write_text(text)
     return model_dir
 
 
-def write_model_repository(repository: Path | str, models: dict[str, dict]) -> Path:
-    """Write a repository of vLLM-backend models: `{name: engine_args}`."""
+def write_model_repository(repository: Path | str, models: dict[str, dict],
+                           **options) -> Path:
+    """Write a repository of vLLM-backend models: `{name: engine_args}`; `options` go to
+    write_vllm_model for every model."""
     repository = Path(repository)
     repository.mkdir(parents=True, exist_ok=True)
     for name, engine_args in models.items():
-        write_vllm_model(repository, name, engine_args)
+        write_vllm_model(repository, name, engine_args, **options)
     return repository
