@@ -120,6 +120,7 @@ class TritonPythonModel:
                                              name="vllm-engine-loop", daemon=True)
         self._loop_thread.start()
         self._active: dict[str, object] = {}  # request id -> response sender
+        self._cancelled: set[str] = set()  # ids in _active whose client went away
         self._healthy = True
         try:
             self.engine = self._run(self._make_engine(engine_args, stat_factories))
@@ -155,6 +156,11 @@ class TritonPythonModel:
             except (params.ParameterError, lora.UnknownAdapter, ValueError) as e:
                 self._fail(sender, str(e))
                 continue
+            except Exception as e:  # noqa: BLE001 - e.g. vLLM's own validation errors
+                # Raising from execute() would fail the whole batch inside the Python
+                # backend, not just this request: answer it and go on.
+                self._fail(sender, _describe(e))
+                continue
             asyncio.run_coroutine_threadsafe(self._serve(job, sender), self._loop)
         return None
 
@@ -189,7 +195,12 @@ class TritonPythonModel:
             return job
         stream = flag("stream")
         sp = get("sampling_parameters")
-        sp = None if sp is None else sp.reshape(-1)[0]
+        if sp is not None:
+            sp = sp.reshape(-1)[0]
+        else:
+            # As Triton's own vLLM backend: without the input, the request's parameters
+            # (`"parameters": {...}` on the generate endpoint) are the sampling parameters.
+            sp = request.parameters() or None
         # vLLM computes logprobs (and so the cumulative one) only when asked: 0 asks for
         # the sampled token's alone.
         need_logprobs = wanted.logprobs or wanted.cumulative_logprob
@@ -202,6 +213,7 @@ class TritonPythonModel:
 
     def _sampling_params(self, raw, stream, need_logprobs=False):
         from vllm import SamplingParams
+        from vllm.exceptions import VLLMValidationError
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         kwargs = params.parse_sampling_parameters(raw, self._sampling_fields)
@@ -212,10 +224,10 @@ class TritonPythonModel:
         try:
             if structured is not None:
                 kwargs["structured_outputs"] = StructuredOutputsParams(**structured)
-            # Streams need every step; a complete answer needs only the last one.
-            kind = RequestOutputKind.CUMULATIVE if stream else RequestOutputKind.FINAL_ONLY
+            # Streams take each step's delta; a complete answer needs only the last output.
+            kind = RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY
             sampling = SamplingParams(**kwargs, output_kind=kind)
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, VLLMValidationError) as e:
             raise params.ParameterError(f"invalid sampling parameters: {e}") from None
         return sampling, self._lora_request(lora_name)
 
@@ -248,26 +260,28 @@ class TritonPythonModel:
             self._fail(sender, message)
         finally:
             self._active.pop(request_id, None)
+            self._cancelled.discard(request_id)
 
     async def _generate(self, job, sender):
         (sampling, lora_request), wanted = job["sampling"], job["wanted"]
-        state = outputs.StreamState(sampling.n) if job["stream"] else None
+        # Streams ask vLLM for deltas: each output then carries only what is new, and
+        # when this loop falls behind the engine, vLLM merges the deltas waiting for it
+        # into one, so a slow consumer costs fewer responses, not more copying.
+        # Cancellation is noticed and aborted in vLLM by _poll_cancelled().
         last = None
         async for result in self.engine.generate(job["prompt"], sampling, job["id"],
                                                  lora_request=lora_request):
-            if sender.is_cancelled():
-                await self.engine.abort(job["id"])
-                self.logger.log_info(f"[vllm] request {job['id']} cancelled by the client")
-                self._send(sender, None, final=True)
-                return
+            if job["id"] in self._cancelled:
+                break
             last = result
-            if state is not None and not result.finished:
-                self._send(sender, outputs.generate_outputs(result, sampling.n, wanted, state))
-        if last is None:
+            if job["stream"] and not result.finished:
+                self._send(sender, outputs.generate_outputs(result, sampling.n, wanted))
+        if last is None or job["id"] in self._cancelled:
+            # Cancelled, or aborted by unload, before the end.
             self._send(sender, None, final=True)
             return
         prefix = "" if job["exclude_input"] else (last.prompt or "")
-        self._send(sender, outputs.generate_outputs(last, sampling.n, wanted, state, prefix),
+        self._send(sender, outputs.generate_outputs(last, sampling.n, wanted, prefix),
                    final=True)
 
     async def _embed(self, job, sender):
@@ -279,18 +293,31 @@ class TritonPythonModel:
         self._send(sender, outputs.pooling_outputs(last, job["wanted"]), final=True)
 
     async def _poll_cancelled(self):
-        """Abort requests whose client went away, also while they wait in vLLM's queue
-        or generate a complete (non-streamed) answer, when no output comes to check."""
+        """Abort requests whose client went away, whether they stream, wait in vLLM's
+        queue or generate a complete answer.  Runs for the model's lifetime: one failure
+        must not end it, or cancellation would stop working for good."""
         while True:
             await asyncio.sleep(CANCEL_POLL_S)
-            cancelled = [rid for rid, sender in list(self._active.items())
-                         if sender.is_cancelled()]
-            if cancelled:
-                await self.engine.abort(cancelled)
-                for rid in cancelled:
-                    sender = self._active.pop(rid, None)
-                    if sender is not None:
-                        self.logger.log_info(f"[vllm] request {rid} cancelled by the client")
+            try:
+                await self._abort_cancelled()
+            except Exception as e:  # noqa: BLE001 - log, and keep polling
+                self.logger.log_error(f"[vllm] cancellation check failed: {e!r}")
+
+    async def _abort_cancelled(self):
+        for rid, sender in list(self._active.items()):
+            if rid in self._cancelled:
+                continue
+            try:
+                if sender.is_cancelled():
+                    self._cancelled.add(rid)
+                    self.logger.log_info(f"[vllm] request {rid} cancelled by the client")
+            except Exception:  # noqa: BLE001 - a request that ended meanwhile
+                continue
+        # Aborted again on every poll until its coroutine ends: an abort that comes while
+        # vLLM is still registering the request (tokenizing, queued) finds nothing to stop.
+        pending = [rid for rid in self._cancelled if rid in self._active]
+        if pending:
+            await self.engine.abort(pending)
 
     def _send(self, sender, arrays, final=False):
         flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if final else 0

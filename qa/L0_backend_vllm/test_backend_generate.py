@@ -71,6 +71,21 @@ def test_greedy_generate_equals_offline_llm(server, reference):
         assert out["text_output"] == expected["text"], prompt
 
 
+def test_request_parameters_are_sampling_parameters_without_the_input(server, reference):
+    # The generate endpoint's `"parameters": {...}` (the form Triton's own examples use),
+    # with numbers as strings, as perf tools send them.
+    body = {"text_input": PROMPTS[0], "exclude_input_in_output": True,
+            "return_num_output_tokens": True,
+            "parameters": {"temperature": "0", "max_tokens": "16", "ignore_eos": True}}
+    out = _json(httpx.post(f"{server.http_url}/v2/models/{MODEL}/generate", json=body,
+                           timeout=120))
+    assert out["text_output"] == reference[0]["text"]
+    assert as_list(out["num_output_tokens"]) == [16]
+    body["parameters"] = {"max_tokens": "many"}
+    bad = httpx.post(f"{server.http_url}/v2/models/{MODEL}/generate", json=body, timeout=120)
+    assert bad.status_code == 400 and "max_tokens" in bad.text, bad.text
+
+
 def test_complete_answer_repeats_the_prompt_unless_excluded(server, reference):
     out = _json(generate(server, MODEL, PROMPTS[0], GREEDY))
     assert out["text_output"] == PROMPTS[0] + reference[0]["text"]

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from utils.io_spec import inputs_for, outputs_for
-from utils.outputs import StreamState, Wanted, generate_outputs, pooling_outputs
+from utils.outputs import Wanted, generate_outputs, pooling_outputs
 
 
 @dataclass
@@ -37,7 +37,7 @@ def test_complete_answer_with_every_output():
     lp = [{7: Logprob(-0.1, 1, "a"), 8: Logprob(-2.0, 2, "b")},
           {9: Logprob(-0.5, 1, "c")}]
     result = Result([Choice(0, "ac", [7, 9], -0.6, lp, "length")])
-    out = generate_outputs(result, 1, ALL, None, prefix="P:")
+    out = generate_outputs(result, 1, ALL, prefix="P:")
     assert out["text_output"].tolist() == [b"P:ac"]
     assert out["finish_reason"].tolist() == [b"length"]
     assert out["cumulative_logprob"].dtype == np.float32
@@ -50,26 +50,24 @@ def test_complete_answer_with_every_output():
 
 
 def test_only_requested_outputs():
-    out = generate_outputs(Result([Choice(0, "x", [1])]), 1, Wanted(), None)
+    out = generate_outputs(Result([Choice(0, "x", [1])]), 1, Wanted())
     assert set(out) == {"text_output"}
 
 
-def test_stream_sends_what_is_new_per_choice():
-    state = StreamState(2)
-    first = Result([Choice(0, "He", [1])])  # choice 1 has not moved yet
-    out = generate_outputs(first, 2, ALL, state)
+def test_stream_delta_per_choice():
+    # With vLLM's DELTA kind, an output holds only the choices that moved, with only
+    # their new text and tokens; the others answer empty in their slot.
+    first = Result([Choice(0, "He", [1])])
+    out = generate_outputs(first, 2, ALL)
     assert out["text_output"].tolist() == [b"He", b""]
     assert out["num_output_tokens"].tolist() == [1, 0]
     assert out["finish_reason"].tolist() == [b"", b""]
-    second = Result([Choice(0, "Hello", [1, 2]), Choice(1, "Yo", [3], finish_reason="stop")])
-    out = generate_outputs(second, 2, ALL, state)
-    assert out["text_output"].tolist() == [b"llo", b"Yo"]
-    assert out["num_output_tokens"].tolist() == [1, 1]
+    assert json.loads(out["logprobs"][1]) == []
+    second = Result([Choice(1, "Yo", [3], finish_reason="stop")])
+    out = generate_outputs(second, 2, ALL)
+    assert out["text_output"].tolist() == [b"", b"Yo"]
+    assert out["num_output_tokens"].tolist() == [0, 1]
     assert out["finish_reason"].tolist() == [b"", b"stop"]
-    third = Result([Choice(0, "Hello!", [1, 2, 4], finish_reason="length")])
-    out = generate_outputs(third, 2, ALL, state)
-    assert out["text_output"].tolist() == [b"!", b""]
-    assert out["num_output_tokens"].tolist() == [1, 0]
 
 
 def test_pooling_output():

@@ -32,6 +32,10 @@ def test_empty_and_missing_parameters():
     assert parse({"stream": True, "top_p": None}) == {}
 
 
+def test_null_max_tokens_asks_for_the_whole_context_not_the_default():
+    assert parse({"max_tokens": None}) == {"max_tokens": None}
+
+
 @pytest.mark.parametrize("obj, words", [
     ({"max_tokens": "lots"}, ["max_tokens", "integer"]),
     ({"max_tokens": True}, ["max_tokens"]),

@@ -3,15 +3,15 @@
 Pure: works on anything shaped like vLLM's RequestOutput/CompletionOutput, returns
 {output name: numpy array}; model.py wraps them in Triton tensors.
 
-Streaming responses carry what is new since the previous response of the same request:
-the new text, the new tokens' logprobs, the number of new tokens.  `StreamState` keeps
-what was sent per choice.  The cumulative logprob is the running total.
+Streaming requests run with vLLM's DELTA output kind, so each RequestOutput already
+carries only what is new (text, tokens, their logprobs); the cumulative logprob is still
+the running total.  Complete answers come from the FINAL_ONLY kind, with everything.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,25 +26,13 @@ class Wanted:
     num_output_tokens: bool = False
 
 
-@dataclass
-class StreamState:
-    """Per choice: characters and tokens already sent."""
-    n: int = 1
-    text_sent: list[int] = field(default_factory=list)
-    tokens_sent: list[int] = field(default_factory=list)
-
-    def __post_init__(self):
-        self.text_sent = [0] * self.n
-        self.tokens_sent = [0] * self.n
-
-
-def _logprob_entries(token_ids, logprobs, start: int) -> list[dict]:
-    """One JSON-able entry per generated token from `start` on: the sampled token and the
-    top-K alternatives that vLLM returned with it."""
+def _logprob_entries(token_ids, logprobs) -> list[dict]:
+    """One JSON-able entry per generated token: the sampled token and the top-K
+    alternatives that vLLM returned with it."""
     entries = []
     if logprobs is None:
         return entries
-    for token_id, alternatives in zip(token_ids[start:], logprobs[start:]):
+    for token_id, alternatives in zip(token_ids, logprobs):
         chosen = alternatives.get(token_id)
         entries.append({
             "token_id": int(token_id),
@@ -60,12 +48,11 @@ def _logprob_entries(token_ids, logprobs, start: int) -> list[dict]:
     return entries
 
 
-def generate_outputs(request_output, n: int, wanted: Wanted, state: StreamState | None,
+def generate_outputs(request_output, n: int, wanted: Wanted,
                      prefix: str = "") -> dict[str, np.ndarray]:
     """Output arrays for one response.
 
-    n: number of choices (the arrays' length; a choice not seen yet is empty).
-    state: for streaming, the StreamState of this request (updated); None otherwise.
+    n: number of choices (the arrays' length; a choice absent from this output is empty).
     prefix: text put before each choice's text (the prompt, unless excluded).
     """
     by_index = {o.index: o for o in request_output.outputs}
@@ -80,19 +67,13 @@ def generate_outputs(request_output, n: int, wanted: Wanted, state: StreamState 
             logprobs.append("[]")
             counts.append(0)
             continue
-        text = o.text
-        token_ids = list(o.token_ids)
-        if state is not None:
-            text_start, token_start = state.text_sent[i], state.tokens_sent[i]
-            state.text_sent[i], state.tokens_sent[i] = len(text), len(token_ids)
-        else:
-            text_start, token_start = 0, 0
-        texts.append((prefix + text) if state is None else text[text_start:])
+        token_ids = o.token_ids
+        texts.append(prefix + o.text)
         reasons.append("" if o.finish_reason is None else str(o.finish_reason))
         cumulative.append(np.nan if o.cumulative_logprob is None else o.cumulative_logprob)
-        entries = _logprob_entries(token_ids, o.logprobs, token_start)
-        logprobs.append(json.dumps(entries))
-        counts.append(len(token_ids) - token_start)
+        if wanted.logprobs:
+            logprobs.append(json.dumps(_logprob_entries(token_ids, o.logprobs)))
+        counts.append(len(token_ids))
 
     out = {"text_output": np.array([t.encode("utf-8") for t in texts], dtype=np.object_)}
     if wanted.finish_reason:

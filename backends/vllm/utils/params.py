@@ -142,7 +142,13 @@ def parse_sampling_parameters(text: str | bytes | None, known_fields: set[str]) 
 
     params: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in IGNORED or value is None:
+        if key in IGNORED:
+            continue
+        if value is None:
+            # An explicit null max_tokens asks for as many tokens as the context allows
+            # (vLLM's None), not for vLLM's default of 16; other nulls mean "default".
+            if key == "max_tokens":
+                params[key] = None
             continue
         if key == LORA_NAME:
             if not isinstance(value, str) or not value:
