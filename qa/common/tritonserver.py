@@ -37,6 +37,11 @@ class ServerError(RuntimeError):
     """The server did not start or become ready; the message carries its log tail."""
 
 
+def _docker() -> str:
+    """Debian's docker client, which matches the engine the project starts."""
+    return shutil.which("docker", path="/usr/bin") or "docker"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -161,8 +166,13 @@ class TritonServer:
                                       env=env, cwd=self._tmp, start_new_session=True)
 
     def _start_container(self) -> None:
-        docker = shutil.which("docker", path="/usr/bin") or "docker"
-        cmd = [docker, "run", "-d", "--rm", "--shm-size=1g",
+        docker = _docker()
+        # As the test's own user: the repository and the model live in folders only it
+        # may read (pytest's tmp dirs, ~/.cache are 0700), which the image's own user
+        # cannot; the image's default user is checked by L0_build_image.  No --rm: a
+        # container that dies at start-up keeps its log until stop() removes it.
+        cmd = [docker, "run", "-d", "--shm-size=1g",
+               "--user", f"{os.getuid()}:{os.getgid()}",
                "-p", f"127.0.0.1:{self.http_port}:8000",
                "-p", f"127.0.0.1:{self.grpc_port}:8001",
                "-p", f"127.0.0.1:{self.metrics_port}:8002",
@@ -185,7 +195,8 @@ class TritonServer:
         if self._proc is not None:
             return self._proc.poll() is None
         if self._container:
-            out = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}",
+            docker = _docker()
+            out = subprocess.run([docker, "inspect", "-f", "{{.State.Running}}",
                                   self._container], capture_output=True, text=True)
             return out.stdout.strip() == "true"
         return False
@@ -222,7 +233,7 @@ class TritonServer:
     def logs(self) -> str:
         """Everything the server (and its models) printed so far."""
         if self._container:
-            out = subprocess.run(["docker", "logs", self._container], capture_output=True,
+            out = subprocess.run([_docker(), "logs", self._container], capture_output=True,
                                  text=True, errors="replace")
             return out.stdout + out.stderr
         try:
@@ -256,11 +267,13 @@ class TritonServer:
             self._log.close()
             self._proc = None
         if self._container:
-            # Keep the log: the container is removed (--rm) once stopped.
+            docker = _docker()
+            subprocess.run([docker, "stop", "-t", str(int(timeout)), self._container],
+                           capture_output=True)
+            # Keep the log: the container goes now.
             self._container_log = self.logs
             self._log_path.write_text(self._container_log)
-            subprocess.run(["docker", "stop", "-t", str(int(timeout)), self._container],
-                           capture_output=True)
+            subprocess.run([docker, "rm", "-f", self._container], capture_output=True)
             self._container = None
         return code
 
