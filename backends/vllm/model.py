@@ -277,7 +277,7 @@ class TritonPythonModel:
             if job["stream"] and not result.finished:
                 self._send(sender, outputs.generate_outputs(result, sampling.n, wanted))
         if last is None or job["id"] in self._cancelled:
-            # Cancelled, or aborted by unload, before the end.
+            # Cancelled before the end: nobody is listening, only Triton needs the flag.
             self._send(sender, None, final=True)
             return
         prefix = "" if job["exclude_input"] else (last.prompt or "")
