@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from qa.common import free_port  # noqa: E402
 from tritonbuild import pins  # noqa: E402
 from tritonbuild.hostenv import docker_binary  # noqa: E402
 
@@ -100,12 +100,6 @@ def test_reports_every_pinned_version(image):
 def logs(cid: str) -> str:
     out = docker("logs", cid, check=False)
     return (out.stdout + out.stderr)[-4000:]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def get(url: str, data: bytes | None = None) -> tuple[int, bytes]:

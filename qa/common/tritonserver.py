@@ -14,6 +14,7 @@ that image with its default command, so one suite checks both the checkout and t
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -43,9 +44,25 @@ def _docker() -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below the kernel's ephemeral range.
+
+    bind(0) hands out ports from the ephemeral range, which outgoing connections (the
+    tests' own clients) take their local ports from too: one of them could hold the port
+    by the time the server binds it, and the server would fail to start its service.
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randint(max(1024, low - 12000), low - 1)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise ServerError(f"no free port found below {low}")
 
 
 def _require_env(name: str) -> str:
