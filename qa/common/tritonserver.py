@@ -26,6 +26,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tritonbuild.hostenv import docker_binary
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VLLM_BACKEND = REPO_ROOT / "backends" / "vllm"
 
@@ -36,11 +38,6 @@ ENGINE_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 class ServerError(RuntimeError):
     """The server did not start or become ready; the message carries its log tail."""
-
-
-def _docker() -> str:
-    """Debian's docker client, which matches the engine the project starts."""
-    return shutil.which("docker", path="/usr/bin") or "docker"
 
 
 def free_port() -> int:
@@ -183,7 +180,7 @@ class TritonServer:
                                       env=env, cwd=self._tmp, start_new_session=True)
 
     def _start_container(self) -> None:
-        docker = _docker()
+        docker = docker_binary()
         # As the test's own user: the repository and the model live in folders only it
         # may read (pytest's tmp dirs, ~/.cache are 0700), which the image's own user
         # cannot; the image's default user is checked by L0_build_image.  No --rm: a
@@ -212,7 +209,7 @@ class TritonServer:
         if self._proc is not None:
             return self._proc.poll() is None
         if self._container:
-            docker = _docker()
+            docker = docker_binary()
             out = subprocess.run([docker, "inspect", "-f", "{{.State.Running}}",
                                   self._container], capture_output=True, text=True)
             return out.stdout.strip() == "true"
@@ -250,7 +247,7 @@ class TritonServer:
     def logs(self) -> str:
         """Everything the server (and its models) printed so far."""
         if self._container:
-            out = subprocess.run([_docker(), "logs", self._container], capture_output=True,
+            out = subprocess.run([docker_binary(), "logs", self._container], capture_output=True,
                                  text=True, errors="replace")
             return out.stdout + out.stderr
         try:
@@ -284,7 +281,7 @@ class TritonServer:
             self._log.close()
             self._proc = None
         if self._container:
-            docker = _docker()
+            docker = docker_binary()
             subprocess.run([docker, "stop", "-t", str(int(timeout)), self._container],
                            capture_output=True)
             # Keep the log: the container goes now.
