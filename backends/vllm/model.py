@@ -119,7 +119,11 @@ class TritonPythonModel:
         self._loop_thread = threading.Thread(target=self._loop.run_forever,
                                              name="vllm-engine-loop", daemon=True)
         self._loop_thread.start()
-        self._active: dict[str, object] = {}  # request id -> response sender
+        # request id -> (request, response sender).  The request object is held until
+        # the request ends: once the stub lets go of it, the Python backend releases the
+        # request in Triton, and a client that leaves after that is never flagged as
+        # cancelled, so the generation would run to its end.
+        self._active: dict[str, tuple] = {}
         self._cancelled: set[str] = set()  # ids in _active whose client went away
         self._healthy = True
         try:
@@ -161,7 +165,7 @@ class TritonPythonModel:
                 # backend, not just this request: answer it and go on.
                 self._fail(sender, _describe(e))
                 continue
-            asyncio.run_coroutine_threadsafe(self._serve(job, sender), self._loop)
+            asyncio.run_coroutine_threadsafe(self._serve(job, request, sender), self._loop)
         return None
 
     def _read_request(self, request) -> dict:
@@ -238,9 +242,9 @@ class TritonPythonModel:
         adapter_id, path = lora.adapter_id(self.adapters, name)
         return LoRARequest(name, adapter_id, str(path))
 
-    async def _serve(self, job, sender):
+    async def _serve(self, job, request, sender):
         request_id = job["id"]
-        self._active[request_id] = sender
+        self._active[request_id] = (request, sender)
         try:
             if self.runner == io_spec.POOLING:
                 await self._embed(job, sender)
@@ -304,7 +308,7 @@ class TritonPythonModel:
                 self.logger.log_error(f"[vllm] cancellation check failed: {e!r}")
 
     async def _abort_cancelled(self):
-        for rid, sender in list(self._active.items()):
+        for rid, (_, sender) in list(self._active.items()):
             if rid in self._cancelled:
                 continue
             try:
@@ -378,6 +382,8 @@ class TritonPythonModel:
             logger.finalize()
         self.stat_loggers = []
         self._stop_loop()
+        # Requests still held go now, while the stub can still release them.
+        self._active.clear()
         gc.collect()
 
     def _stop_loop(self):

@@ -289,15 +289,6 @@ def _assert_generation_stopped(server, tokens_before):
     assert settled - tokens_before < LONG["max_tokens"] // 2, _vllm_lines(server)
 
 
-# The server, not the backend: the backend aborts whatever Triton flags as cancelled.
-CANCELLATION_NOT_ALWAYS_FLAGGED = (
-    "On the Triton 2.51 server (nvidia-pytriton 0.7.0) that these suites run, a client "
-    "that leaves does not always reach the model as a cancelled request: the "
-    "backend's response_sender.is_cancelled() stays false while it polls, and the "
-    "request runs to its end.  Seen over gRPC and, more rarely, HTTP.")
-
-
-@pytest.mark.xfail(strict=False, reason=CANCELLATION_NOT_ALWAYS_FLAGGED)
 def test_grpc_cancel_aborts_the_request_in_vllm(server):
     import tritonclient.grpc as grpcclient
 
@@ -317,7 +308,6 @@ def test_grpc_cancel_aborts_the_request_in_vllm(server):
     assert "cancelled by the client" in server.logs
 
 
-@pytest.mark.xfail(strict=False, reason=CANCELLATION_NOT_ALWAYS_FLAGGED)
 def test_http_disconnect_aborts_the_request_in_vllm(server):
     tokens_before = _metric(server, "vllm:generation_tokens_total")
     with httpx.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",

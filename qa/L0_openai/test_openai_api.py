@@ -332,12 +332,6 @@ def _released(http) -> float:
             + _metric(http, "nv_inference_request_failure", model=MODEL))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=("The frontend cancels its gRPC stream at once.  On the Triton 2.51 server (nvidia-pytriton 0.7.0) that these suites run, a client "
-            "that leaves does not always reach the model as a cancelled request: the "
-            "backend's response_sender.is_cancelled() stays false while it polls, and the "
-            "request runs to its end.  Seen over gRPC and, more rarely, HTTP."))
 @pytest.mark.parametrize("stream", [True, False])
 def test_disconnect_frees_engine_request(stack, http, stream):
     """A client that goes away mid-stream stops the generation in vLLM within a second.
