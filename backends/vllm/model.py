@@ -100,6 +100,7 @@ class TritonPythonModel:
         self.runner = engine_config.runner_of(raw)
         engine_config.check_published(parameters, raw)
         self.adapters = lora.load_adapters(version_dir, bool(raw.get("enable_lora")))
+        lora.check_published(parameters, self.adapters)
         try:
             engine_args = AsyncEngineArgs(**raw)
         except (TypeError, ValueError) as e:

@@ -12,9 +12,9 @@ import httpx
 import psutil
 import pytest
 
-from qa.common import TritonServer, write_vllm_model
+from qa.common import TritonServer, make_tiny_lora, write_vllm_model
 
-from .vllm_suite import PROMPTS, engine_args, generate, make_tiny_lora
+from .vllm_suite import PROMPTS, engine_args, generate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

@@ -110,28 +110,3 @@ def generate_stream(server, model, prompt=None, sampling=None, timeout=120,
 def as_list(value):
     """Triton's JSON answers flatten one-element outputs to a scalar."""
     return value if isinstance(value, list) else [value]
-
-
-def make_tiny_lora(outdir: Path, rank: int = 8, seed: int = 0) -> Path:
-    """A LoRA adapter (PEFT layout) for the tiny model's attention projections, with
-    random weights large enough to change its greedy output."""
-    import torch
-    from safetensors.torch import save_file
-
-    outdir.mkdir(parents=True, exist_ok=True)
-    hidden, layers = 128, 2
-    generator = torch.Generator().manual_seed(seed)
-    tensors = {}
-    for layer in range(layers):
-        for proj in ("q_proj", "v_proj"):
-            prefix = f"base_model.model.model.layers.{layer}.self_attn.{proj}"
-            tensors[f"{prefix}.lora_A.weight"] = torch.randn(rank, hidden, generator=generator)
-            tensors[f"{prefix}.lora_B.weight"] = torch.randn(hidden, rank, generator=generator)
-    save_file(tensors, str(outdir / "adapter_model.safetensors"))
-    (outdir / "adapter_config.json").write_text(json.dumps({
-        "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": 2 * rank,
-        "lora_dropout": 0.0, "target_modules": ["q_proj", "v_proj"], "bias": "none",
-        "fan_in_fan_out": False, "modules_to_save": None, "use_rslora": False,
-        "use_dora": False, "base_model_name_or_path": None,
-    }))
-    return outdir

@@ -4,6 +4,7 @@ the frontend as a server process (or, with TVB_IMAGE set, the frontend inside th
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from contextlib import contextmanager
@@ -12,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from qa.common import TritonServer, write_vllm_model
+from qa.common import TritonServer, make_tiny_lora, write_vllm_model
 
 from .frontend_process import FrontendProcess
 
 MODEL = "tiny"
+LORA = "sql"  # the LoRA adapter MODEL serves, listed as "tiny:sql"
 EMBED_MODEL = "tiny_embed"
 MAX_MODEL_LEN = 1024
 
@@ -46,8 +48,13 @@ def write_repository(root: Path, tiny_model: Path) -> Path:
         # Compact JSON under structured outputs: free whitespace lets a random model pad
         # an answer with newlines until max_tokens, and then it does not parse.
         "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
+        "enable_lora": True, "max_lora_rank": 8, "max_loras": 1,
     }, config_extra=METRICS_CONFIG + "\n" + discovery(
-        vllm_model=str(tiny_model), vllm_runner="generate", vllm_max_model_len=str(MAX_MODEL_LEN)))
+        vllm_model=str(tiny_model), vllm_runner="generate", vllm_max_model_len=str(MAX_MODEL_LEN),
+        vllm_lora_names=LORA),
+       # Relative to the version folder, so that the repository works mounted in a container.
+       files={"multi_lora.json": json.dumps({LORA: f"./{LORA}-adapter"})})
+    make_tiny_lora(repo / MODEL / "1" / f"{LORA}-adapter")
     write_vllm_model(repo, EMBED_MODEL, {
         "model": str(tiny_model), "runner": "pooling", "max_model_len": 256,
     }, config_extra=discovery(vllm_model=str(tiny_model), vllm_runner="pooling",

@@ -13,7 +13,7 @@ import jsonschema
 import openai
 import pytest
 
-from .conftest import EMBED_MODEL, MAX_MODEL_LEN, MODEL
+from .conftest import EMBED_MODEL, LORA, MAX_MODEL_LEN, MODEL
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -45,6 +45,28 @@ def test_models(oai):
     assert oai.models.retrieve(MODEL).id == MODEL
     with pytest.raises(openai.NotFoundError):
         oai.models.retrieve("no-such-model")
+
+
+def test_lora_adapter_is_listed_with_its_parent(http):
+    cards = {card["id"]: card for card in http.get("/v1/models").json()["data"]}
+    adapter = f"{MODEL}:{LORA}"
+    assert cards[adapter]["parent"] == MODEL
+    assert cards[MODEL]["parent"] is None
+    assert http.get(f"/v1/models/{adapter}").json()["parent"] == MODEL
+
+
+def test_lora_adapter_serves_requests(oai):
+    adapter = f"{MODEL}:{LORA}"
+
+    def text(model):
+        return oai.completions.create(model=model, prompt=PROMPTS[0], max_tokens=12,
+                                      extra_body={"ignore_eos": True}, **GREEDY).choices[0].text
+
+    base, adapted = text(MODEL), text(adapter)
+    assert adapted != base, "the adapter did not change the answer"
+    assert text(adapter) == adapted
+    chat = oai.chat.completions.create(model=adapter, messages=MESSAGES, max_tokens=4, **GREEDY)
+    assert chat.model == adapter
 
 
 # --- completions -----------------------------------------------------------------------

@@ -3,19 +3,22 @@
 - `TritonServer` starts a real tritonserver (on this host, or in a container of the image
   named by `TVB_IMAGE`) on free loopback ports.
 - `tiny_model_path()` makes the tiny test model once and caches it.
-- `write_model_repository()` lays out a model repository for the vLLM backend.
+- `write_model_repository()` lays out a model repository for the vLLM backend;
+  `make_tiny_lora()` makes a LoRA adapter for the tiny model.
 
 `qa/conftest.py` puts the repository root on `sys.path`, so tests import these as
 `from qa.common import TritonServer`.
 """
 
-from qa.common.models import tiny_model_path, write_model_repository, write_vllm_model
+from qa.common.models import (make_tiny_lora, tiny_model_path, write_model_repository,
+                              write_vllm_model)
 from qa.common.tritonserver import ServerError, TritonServer, free_port
 
 __all__ = [
     "ServerError",
     "TritonServer",
     "free_port",
+    "make_tiny_lora",
     "tiny_model_path",
     "write_model_repository",
     "write_vllm_model",

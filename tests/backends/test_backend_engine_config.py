@@ -6,6 +6,7 @@ from utils.engine_config import (ConfigError, bool_setting, check_devices, check
                                  check_published, load_model_json, published_parameters,
                                  resolve_paths, runner_of)
 from utils.lora import UnknownAdapter, adapter_id, load_adapters
+from utils.lora import check_published as check_lora_published
 
 KNOWN = {"model", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size",
          "runner", "enable_lora", "dtype", "tokenizer"}
@@ -83,3 +84,18 @@ def test_lora_adapters(tmp_path):
     (tmp_path / "multi_lora.json").write_text(json.dumps({"chat": "./missing"}))
     with pytest.raises(ConfigError, match="adapter 'chat'"):
         load_adapters(tmp_path, enable_lora=True)
+
+
+def test_published_lora_names_must_match_the_adapters(tmp_path):
+    adapters = {"sql": tmp_path / "sql", "chat": tmp_path / "chat"}
+
+    def published(value):
+        return {"vllm_lora_names": {"string_value": value}}
+
+    check_lora_published({}, adapters)  # not published: nothing to check
+    check_lora_published(published("sql, chat"), adapters)  # any order, spaces allowed
+    for stale in ("sql", "sql,chat,extra", "sql,sql"):
+        with pytest.raises(ConfigError, match=r"'vllm_lora_names' is .*serves: chat, sql"):
+            check_lora_published(published(stale), adapters)
+    with pytest.raises(ConfigError, match="serves: no adapters"):
+        check_lora_published(published("sql"), {})

@@ -2,7 +2,9 @@
 
     {"sql": "/models/adapters/sql", "chat": "./chat-adapter"}
 
-A request picks one with the sampling parameter `lora_name`.
+A request picks one with the sampling parameter `lora_name`.  A config.pbtxt that wants
+clients (the OpenAI frontend) to list the adapters names them in the `vllm_lora_names`
+parameter, which must agree with this file.
 """
 
 from __future__ import annotations
@@ -35,6 +37,26 @@ def load_adapters(version_dir: Path | str, enable_lora: bool) -> dict[str, Path]
             raise ConfigError(f"{path}: adapter '{name}': no adapter_config.json in {folder_path}")
         adapters[name] = folder_path
     return adapters
+
+
+# The config.pbtxt parameter that publishes the adapters' names, comma separated.
+PUBLISHED_NAMES = "vllm_lora_names"
+
+
+def check_published(params: dict, adapters: dict[str, Path]) -> None:
+    """`vllm_lora_names`, when config.pbtxt sets it, names exactly the served adapters:
+    clients list and route by it, so a stale list would send them to adapters that do
+    not exist, or hide ones that do."""
+    value = params.get(PUBLISHED_NAMES)
+    if isinstance(value, dict):
+        value = value.get("string_value")
+    if value is None:
+        return
+    published = [name.strip() for name in str(value).split(",") if name.strip()]
+    served = sorted(adapters)
+    if sorted(published) != served:
+        raise ConfigError(f"config.pbtxt parameter '{PUBLISHED_NAMES}' is '{value}', but "
+                          f"{MULTI_LORA_JSON} serves: {', '.join(served) or 'no adapters'}")
 
 
 class UnknownAdapter(ValueError):
