@@ -7,7 +7,8 @@ output tokens/s, time to first token (TTFT) and inter-token latency (ITL), p50 a
     eval "$(scripts/setup_host.sh)"
     python bench/bench_openai.py [--concurrency 1,8,32,64] [--output-tokens 128]
 
-Targets, measured one after the other with nothing else of ours running:
+Targets; all three servers run side by side, and the targets take turns, level by level,
+for --rounds rounds (so a machine that slows down for a while slows them all):
   triton    POST /v2/models/M/generate_stream on a real tritonserver + vLLM backend
   frontend  POST /v1/completions (stream) through `triton-openai` on that same server
   vllm      POST /v1/completions (stream) on `python -m vllm.entrypoints.openai.api_server`
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -173,14 +175,21 @@ async def run_level(target: str, make, concurrency: int, requests: int) -> Level
         return level
 
 
-def measure(target: str, make, levels: list[int], per_level: int) -> list[LevelResult]:
-    out = []
+def measure_interleaved(targets: dict, levels: list[int], per_level: int,
+                        rounds: int) -> dict[tuple[str, int], list[LevelResult]]:
+    """Every target at every level, `rounds` times, the targets taking turns within a
+    round (in a rotating order): a machine that slows down for a while then slows all of
+    them, and the ratios stay fair."""
+    out: dict[tuple[str, int], list[LevelResult]] = {}
+    names = list(targets)
     for c in levels:
-        res = asyncio.run(run_level(target, make, c, max(per_level, 2 * c)))
-        print(f"  {target:9s} c={c:<3d} {res.tokens_per_s:8.0f} tok/s  "
-              f"ttft p50 {res.row()['ttft_p50_ms']} ms  itl p50 {res.row()['itl_p50_ms']} ms",
-              file=sys.stderr, flush=True)
-        out.append(res)
+        for r in range(rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                res = asyncio.run(run_level(name, targets[name], c, max(per_level, 2 * c)))
+                print(f"  round {r + 1} {name:9s} c={c:<3d} {res.tokens_per_s:8.0f} tok/s  "
+                      f"ttft p50 {res.row()['ttft_p50_ms']} ms  "
+                      f"itl p50 {res.row()['itl_p50_ms']} ms", file=sys.stderr, flush=True)
+                out.setdefault((name, c), []).append(res)
     return out
 
 
@@ -217,43 +226,39 @@ class RunningServer:
     grpc_url: str
 
 
-def _measure_triton_and_frontend(triton, model_dir: Path, args) -> list[LevelResult]:
-    results = []
-    targets = set(args.targets.split(","))
-    if "triton" in targets:
-        results += measure("triton", _triton_request(triton.http_url, MODEL, args.output_tokens),
-                           args.levels, args.requests)
-    if "frontend" not in targets:
-        return results
-    port = free_port()
-    fe = subprocess.Popen(
-        [str(Path(sys.executable).parent / "triton-openai"), "--triton-url", triton.grpc_url,
-         "--triton-metrics-url", "", "--host", "127.0.0.1", "--port", str(port),
-         "--tokenizer", str(model_dir), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/health/ready", fe, 120)
-        results += measure("frontend", _openai_request(
-            f"http://127.0.0.1:{port}", MODEL, args.output_tokens), args.levels, args.requests)
-    finally:
-        _stop(fe)
-    return results
-
-
-def bench_triton_and_frontend(model_dir: Path, args) -> list[LevelResult]:
+@contextmanager
+def triton_server(model_dir: Path, args):
     if args.triton:
         # A server someone started (serving MODEL), e.g. to iterate on the frontend.
         http_url, grpc_url = args.triton.split(",")
-        return _measure_triton_and_frontend(RunningServer(http_url, grpc_url), model_dir, args)
+        yield RunningServer(http_url, grpc_url)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "models"
         write_vllm_model(repo, MODEL, {"model": str(model_dir), "max_model_len": MAX_MODEL_LEN,
                                        "seed": 0})
         with TritonServer(repo, mounts=[model_dir]) as triton:
-            return _measure_triton_and_frontend(triton, model_dir, args)
+            yield triton
 
 
-def bench_vllm(model_dir: Path, args) -> list[LevelResult]:
+@contextmanager
+def frontend_server(grpc_url: str, model_dir: Path):
+    port = free_port()
+    fe = subprocess.Popen(
+        [str(Path(sys.executable).parent / "triton-openai"), "--triton-url", grpc_url,
+         "--triton-metrics-url", "", "--host", "127.0.0.1", "--port", str(port),
+         "--tokenizer", str(model_dir), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/health/ready", fe, 120)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _stop(fe)
+
+
+@contextmanager
+def vllm_server(model_dir: Path):
+    """vLLM's own OpenAI server, with the engine settings the Triton model uses."""
     port = free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1")
     proc = subprocess.Popen(
@@ -263,12 +268,12 @@ def bench_vllm(model_dir: Path, args) -> list[LevelResult]:
          "--uvicorn-log-level", "warning"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
     try:
-        _wait_http(f"http://127.0.0.1:{port}/health", proc, 300)
-        return measure("vllm", _openai_request(f"http://127.0.0.1:{port}", MODEL, args.output_tokens),
-                       args.levels, args.requests)
-    except RuntimeError:
-        print(proc.stderr.read().decode(errors="replace")[-3000:], file=sys.stderr)
-        raise
+        try:
+            _wait_http(f"http://127.0.0.1:{port}/health", proc, 300)
+        except RuntimeError:
+            print(proc.stderr.read().decode(errors="replace")[-3000:], file=sys.stderr)
+            raise
+        yield f"http://127.0.0.1:{port}"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -279,11 +284,43 @@ def bench_vllm(model_dir: Path, args) -> list[LevelResult]:
                 proc.wait()
 
 
-def table(results: list[LevelResult]) -> str:
-    by = {(r.target, r.concurrency): r.row() for r in results}
-    levels = sorted({r.concurrency for r in results})
-    lines = ["| target | conc | tok/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | errors |",
-             "|---|---|---|---|---|---|---|---|"]
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def summarize(runs: dict[tuple[str, int], list[LevelResult]]) -> dict:
+    """Per target and level: the median round's tokens/s and the latencies of all rounds
+    pooled; per level: frontend/triton and frontend/vllm ratios, taken within each round
+    (the median, and the lowest and highest)."""
+    rows, ratios = [], []
+    for (target, c), levels in runs.items():
+        pooled = LevelResult(target, c, sum(lv.requests for lv in levels), 1.0,
+                             [x for lv in levels for x in lv.results],
+                             sum(lv.errors for lv in levels))
+        row = pooled.row()
+        row["tokens_per_s"] = round(_median([lv.tokens_per_s for lv in levels]), 1)
+        row["tokens_per_s_rounds"] = [round(lv.tokens_per_s, 1) for lv in levels]
+        rows.append(row)
+    for c in sorted({c for _, c in runs}):
+        entry = {"concurrency": c}
+        for other in ("triton", "vllm"):
+            if ("frontend", c) in runs and (other, c) in runs:
+                per_round = [fe.tokens_per_s / o.tokens_per_s
+                             for fe, o in zip(runs[("frontend", c)], runs[(other, c)])]
+                entry[f"frontend/{other}"] = {"median": round(_median(per_round), 2),
+                                              "min": round(min(per_round), 2),
+                                              "max": round(max(per_round), 2)}
+        ratios.append(entry)
+    return {"rows": rows, "ratios": ratios}
+
+
+def table(summary: dict) -> str:
+    by = {(r["target"], r["concurrency"]): r for r in summary["rows"]}
+    levels = sorted({c for _, c in by})
+    lines = ["| target | conc | tok/s (median) | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | "
+             "ITL p99 ms | errors |", "|---|---|---|---|---|---|---|---|"]
     for c in levels:
         for t in ("triton", "frontend", "vllm"):
             if (t, c) in by:
@@ -291,13 +328,18 @@ def table(results: list[LevelResult]) -> str:
                 lines.append(f"| {t} | {c} | {r['tokens_per_s']:.0f} | {r['ttft_p50_ms']} | "
                              f"{r['ttft_p99_ms']} | {r['itl_p50_ms']} | {r['itl_p99_ms']} | "
                              f"{r['errors']} |")
+
+    def ratio(entry, key):
+        if key not in entry:
+            return "-"
+        v = entry[key]
+        return f"{v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f})"
+
     lines += ["", "| conc | frontend / triton tok/s | frontend / vllm tok/s |", "|---|---|---|"]
-    for c in levels:
-        fe = by.get(("frontend", c))
-        tr, vl = by.get(("triton", c)), by.get(("vllm", c))
-        r1 = f"{fe['tokens_per_s'] / tr['tokens_per_s']:.2f}" if fe and tr else "-"
-        r2 = f"{fe['tokens_per_s'] / vl['tokens_per_s']:.2f}" if fe and vl else "-"
-        lines.append(f"| {c} | {r1} | {r2} |")
+    for entry in summary["ratios"]:
+        lines.append(f"| {entry['concurrency']} | {ratio(entry, 'frontend/triton')} | "
+                     f"{ratio(entry, 'frontend/vllm')} |")
+    lines.append("\nratios: median of the rounds (lowest-highest), each taken within one round")
     return "\n".join(lines)
 
 
@@ -309,21 +351,35 @@ def main(argv=None) -> int:
     p.add_argument("--targets", default="triton,frontend,vllm")
     p.add_argument("--triton", default=None, metavar="HTTP_URL,GRPC_HOST:PORT",
                    help="use this running tritonserver (serving model `tiny`) instead of starting one")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="times each target runs each level, taking turns")
     args = p.parse_args(argv)
-    args.levels = [int(c) for c in args.concurrency.split(",")]
-    targets = set(args.targets.split(","))
+    levels = [int(c) for c in args.concurrency.split(",")]
+    wanted = args.targets.split(",")
+    unknown = set(wanted) - {"triton", "frontend", "vllm"}
+    if unknown:
+        p.error(f"unknown target(s): {', '.join(sorted(unknown))}")
     model_dir = tiny_model_path()
-    results: list[LevelResult] = []
-    if targets & {"triton", "frontend"}:
-        results += bench_triton_and_frontend(model_dir, args)
-    if "vllm" in targets:
-        results += bench_vllm(model_dir, args)
-    print(table(results))
+    targets = {}
+    with ExitStack() as servers:
+        # All servers run side by side, idle while another target is measured.
+        if {"triton", "frontend"} & set(wanted):
+            triton = servers.enter_context(triton_server(model_dir, args))
+            if "triton" in wanted:
+                targets["triton"] = _triton_request(triton.http_url, MODEL, args.output_tokens)
+            if "frontend" in wanted:
+                url = servers.enter_context(frontend_server(triton.grpc_url, model_dir))
+                targets["frontend"] = _openai_request(url, MODEL, args.output_tokens)
+        if "vllm" in wanted:
+            url = servers.enter_context(vllm_server(model_dir))
+            targets["vllm"] = _openai_request(url, MODEL, args.output_tokens)
+        summary = summarize(measure_interleaved(targets, levels, args.requests, args.rounds))
+    print(table(summary))
     out = REPO / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench_openai-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({"output_tokens": args.output_tokens, "nproc": os.cpu_count(),
-                                "rows": [r.row() for r in results]}, indent=2))
+    path.write_text(json.dumps({"output_tokens": args.output_tokens, "rounds": args.rounds,
+                                "nproc": os.cpu_count(), **summary}, indent=2))
     print(f"\nwritten to {path}", file=sys.stderr)
     return 0
 

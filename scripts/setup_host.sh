@@ -15,7 +15,11 @@ log() { echo "setup_host: $*" >&2; }
 # per-project "Location ... is ignored" warnings drown the useful output.
 quiet_pip() { "$@" 2> >(grep -v "^WARNING: Location 'file://" >&2); }
 python="${TVB_HOST_PYTHON:-python3}"
-pins() { (cd "$repo" && "$python" -m tritonbuild.pins "$@"); }
+# Not `-m tritonbuild.pins`: the package imports pins first, and runpy warns about that.
+pins() {
+    (cd "$repo" && "$python" -c \
+        'import sys; from tritonbuild.pins import main; sys.exit(main(sys.argv[1:]))' "$@")
+}
 
 # --- Debian packages -------------------------------------------------------
 need_apt=()
