@@ -36,7 +36,7 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 # Our helpers first, whatever else is on the path under the name `utils`.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from utils import engine_config, io_spec, lora, outputs, params  # noqa: E402
+from utils import abort, engine_config, io_spec, lora, outputs, params  # noqa: E402
 from utils.engine_config import ConfigError  # noqa: E402
 
 # How often running requests are checked for cancellation, in seconds.
@@ -126,6 +126,9 @@ class TritonPythonModel:
         # cancelled, so the generation would run to its end.
         self._active: dict[str, tuple] = {}
         self._cancelled: set[str] = set()  # ids in _active whose client went away
+        # Triton request id -> ids in _active, for abort requests (utils/abort.py).
+        self._by_client_id: dict[str, set[str]] = {}
+        self._recent_aborts = abort.RecentAborts()
         self._healthy = True
         try:
             self.engine = self._run(self._make_engine(engine_args, stat_factories))
@@ -156,6 +159,15 @@ class TritonPythonModel:
             return None
         for request in requests:
             sender = request.get_response_sender()
+            try:
+                target = abort.target_of(request.parameters())
+            except abort.AbortError as e:
+                self._fail(sender, str(e))
+                continue
+            if target is not None:
+                asyncio.run_coroutine_threadsafe(self._abort_request(target, sender),
+                                                 self._loop)
+                continue
             try:
                 job = self._read_request(request)
             except (params.ParameterError, lora.UnknownAdapter, ValueError) as e:
@@ -195,7 +207,8 @@ class TritonPythonModel:
             num_input_tokens=flag("return_num_input_tokens"),
             num_output_tokens=flag("return_num_output_tokens"),
         )
-        job = {"id": uuid.uuid4().hex, "prompt": prompt, "wanted": wanted}
+        job = {"id": uuid.uuid4().hex, "client_id": request.request_id(), "prompt": prompt,
+               "wanted": wanted}
         if self.runner == io_spec.POOLING:
             return job
         stream = flag("stream")
@@ -244,8 +257,14 @@ class TritonPythonModel:
         return LoRARequest(name, adapter_id, str(path))
 
     async def _serve(self, job, request, sender):
-        request_id = job["id"]
+        request_id, client_id = job["id"], job["client_id"]
+        if client_id and client_id in self._recent_aborts:
+            # Its abort request came first: nobody waits for an answer.
+            self._send(sender, None, final=True)
+            return
         self._active[request_id] = (request, sender)
+        if client_id:
+            self._by_client_id.setdefault(client_id, set()).add(request_id)
         try:
             if self.runner == io_spec.POOLING:
                 await self._embed(job, sender)
@@ -266,6 +285,25 @@ class TritonPythonModel:
         finally:
             self._active.pop(request_id, None)
             self._cancelled.discard(request_id)
+            if client_id:
+                same_id = self._by_client_id.get(client_id, set())
+                same_id.discard(request_id)
+                if not same_id:
+                    self._by_client_id.pop(client_id, None)
+
+    async def _abort_request(self, client_id, sender):
+        """Answer an abort request: stop every running request with that Triton id."""
+        self._recent_aborts.add(client_id)
+        ids = [rid for rid in self._by_client_id.get(client_id, ())
+               if rid not in self._cancelled]
+        if ids:
+            self._cancelled.update(ids)
+            self.logger.log_info(f"[vllm] request {client_id} aborted by its client")
+            try:
+                await self.engine.abort(ids)
+            except Exception as e:  # noqa: BLE001 - the poller aborts them again
+                self.logger.log_error(f"[vllm] abort of {client_id} failed: {e!r}")
+        self._send(sender, None, final=True)
 
     async def _generate(self, job, sender):
         (sampling, lora_request), wanted = job["sampling"], job["wanted"]

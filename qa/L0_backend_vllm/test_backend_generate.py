@@ -308,6 +308,45 @@ def test_grpc_cancel_aborts_the_request_in_vllm(server):
     assert "cancelled by the client" in server.logs
 
 
+def test_abort_request_stops_the_named_request(server):
+    """The backend's abort request (what the OpenAI frontend sends when its client
+    leaves) stops a running request named by its Triton request id."""
+    import tritonclient.grpc as grpcclient
+
+    tokens_before = _metric(server, "vllm:generation_tokens_total")
+    results: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    aborter = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], LONG),
+                                  request_id="long-1", enable_empty_final_response=True)
+        for _ in range(5):
+            result, error = results.get(timeout=60)
+            assert error is None
+        aborted: queue.Queue = queue.Queue()
+        aborter.start_stream(callback=lambda result, error: aborted.put((result, error)))
+        aborter.async_stream_infer(MODEL, [], request_id="abort-1",
+                                   parameters={"vllm_abort_request_id": "long-1"},
+                                   enable_empty_final_response=True)
+        result, error = aborted.get(timeout=30)
+        assert error is None
+        # The named request ends (its final response comes) without the client cancelling.
+        while True:
+            result, error = results.get(timeout=30)
+            assert error is None
+            final = result.get_response().parameters.get("triton_final_response")
+            if final is not None and final.bool_param:
+                break
+    finally:
+        client.stop_stream()
+        aborter.stop_stream()
+        client.close()
+        aborter.close()
+    _assert_generation_stopped(server, tokens_before)
+    assert "request long-1 aborted by its client" in server.logs
+
+
 def test_http_disconnect_aborts_the_request_in_vllm(server):
     tokens_before = _metric(server, "vllm:generation_tokens_total")
     with httpx.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",

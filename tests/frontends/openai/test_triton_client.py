@@ -1,5 +1,7 @@
 """Tensor encoding, the backend contract, and how the client is chosen."""
 
+import asyncio
+
 import pytest
 
 from triton_openai.triton import vllm_io
@@ -61,3 +63,92 @@ def test_choose_client_kind(url, repo, inproc, have, expected):
 def test_choose_client_kind_errors(url, repo, inproc, have):
     with pytest.raises(ClientSelectionError):
         choose_client_kind(url, repo, inproc, have)
+
+
+# --- the gRPC client against an in-process fake of Triton's stream endpoint -------------
+
+class _FakeStreamServer:
+    """Answers ModelStreamInfer: generation requests get a response every 10 ms until they
+    are cancelled (or `final_after` responses, the last one final); abort requests (the
+    vLLM backend's parameter) are recorded and get an empty final response."""
+
+    def __init__(self, final_after=None):
+        from tritonclient.grpc import service_pb2_grpc
+
+        self.final_after = final_after
+        self.aborted: list[str] = []
+        fake = self
+
+        class Servicer(service_pb2_grpc.GRPCInferenceServiceServicer):
+            async def ModelStreamInfer(self, request_iterator, context):
+                from tritonclient.grpc import service_pb2
+
+                async for request in request_iterator:
+                    def reply(final):
+                        r = service_pb2.ModelStreamInferResponse()
+                        r.infer_response.id = request.id
+                        r.infer_response.parameters["triton_final_response"].bool_param = final
+                        return r
+
+                    target = request.parameters.get("vllm_abort_request_id")
+                    if target is not None:
+                        fake.aborted.append(target.string_param)
+                        yield reply(True)
+                        continue
+                    i = 0
+                    while fake.final_after is None or i < fake.final_after:
+                        i += 1
+                        yield reply(fake.final_after == i)
+                        await asyncio.sleep(0.01)
+
+        self.servicer = Servicer()
+
+    async def __aenter__(self):
+        import grpc
+        from tritonclient.grpc import service_pb2_grpc
+
+        self.server = grpc.aio.server()
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(self.servicer, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        await self.server.start()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.server.stop(None)
+
+
+async def _read_some(client, responses):
+    stream = client.stream_infer("m", [], ["text_output"], "req-1")
+    seen = 0
+    async for _ in stream:
+        seen += 1
+        if seen == responses:
+            break
+    await stream.aclose()
+    return seen
+
+
+def test_grpc_client_sends_an_abort_when_the_caller_leaves_early():
+    from triton_openai.triton.grpc_client import GrpcTritonClient
+
+    async def main():
+        async with _FakeStreamServer() as fake:
+            client = GrpcTritonClient(f"127.0.0.1:{fake.port}")
+            assert await _read_some(client, 2) == 2
+            await client.close()  # waits for the abort requests in flight
+            return fake.aborted
+
+    assert asyncio.run(main()) == ["req-1"]
+
+
+def test_grpc_client_sends_no_abort_after_the_final_response():
+    from triton_openai.triton.grpc_client import GrpcTritonClient
+
+    async def main():
+        async with _FakeStreamServer(final_after=3) as fake:
+            client = GrpcTritonClient(f"127.0.0.1:{fake.port}")
+            assert await _read_some(client, 100) == 3
+            await client.close()
+            return fake.aborted
+
+    assert asyncio.run(main()) == []

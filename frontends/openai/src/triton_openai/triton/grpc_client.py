@@ -8,6 +8,7 @@ protobuf parse and lets a client disconnect cancel the Triton request at once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import AsyncIterator
 
@@ -28,6 +29,10 @@ _CHANNEL_OPTIONS = [
 # gRPC status codes that mean the request itself was wrong.
 _CLIENT_CODES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND}
 _UNAVAILABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+
+# The vLLM backend's abort request: its parameter names the request id to stop.
+ABORT_PARAMETER = "vllm_abort_request_id"
+_ABORT_TIMEOUT_S = 10.0
 
 
 def _rpc_error(err: grpc.RpcError) -> TritonError:
@@ -52,6 +57,7 @@ class GrpcTritonClient:
         self.url = url
         self._channel: grpc.aio.Channel | None = None
         self._stub_: service_pb2_grpc.GRPCInferenceServiceStub | None = None
+        self._aborts: set[asyncio.Task] = set()  # abort requests in flight
 
     @property
     def _stub(self) -> service_pb2_grpc.GRPCInferenceServiceStub:
@@ -105,9 +111,11 @@ class GrpcTritonClient:
             request.outputs.add().name = name
 
         call = self._stub.ModelStreamInfer(iter((request,)))
+        ended = False  # the server ended the request: final response, or an error
         try:
             async for reply in call:
                 if reply.error_message:
+                    ended = True
                     raise _stream_error(reply.error_message)
                 resp = reply.infer_response
                 out = {}
@@ -117,10 +125,13 @@ class GrpcTritonClient:
                         resp.raw_output_contents[i] if i < len(resp.raw_output_contents) else b"")
                 final_param = resp.parameters.get("triton_final_response")
                 final = bool(final_param.bool_param) if final_param is not None else False
+                if final:
+                    ended = True
                 yield InferResponse(out, final)
                 if final:
                     return
         except grpc.RpcError as err:
+            ended = True
             raise _rpc_error(err) from None
         finally:
             # Ends the gRPC stream whether the caller finished, failed or went away;
@@ -128,7 +139,39 @@ class GrpcTritonClient:
             if not call.done():
                 call.cancel()
                 log.debug("request %s: gRPC stream cancelled", request_id)
+            if not ended:
+                # Triton 2.51 does not always pass a stream's cancellation on to the
+                # model: ask the backend to stop the request too.
+                self._abort_soon(model, request_id)
+
+    def _abort_soon(self, model: str, request_id: str) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(self._abort(model, request_id))
+        except RuntimeError:  # no loop any more (interpreter shutdown)
+            return
+        self._aborts.add(task)
+        task.add_done_callback(self._aborts.discard)
+
+    async def _abort(self, model: str, request_id: str) -> None:
+        request = service_pb2.ModelInferRequest(model_name=model, id=f"{request_id}:abort")
+        request.parameters[ABORT_PARAMETER].string_param = request_id
+        # The backend answers with an empty final response; Triton sends it only if asked.
+        request.parameters["triton_enable_empty_final_response"].bool_param = True
+        try:
+            call = self._stub.ModelStreamInfer(iter((request,)), timeout=_ABORT_TIMEOUT_S)
+            async for reply in call:
+                if reply.error_message:
+                    # e.g. a model that is not the vLLM backend's: nothing to stop there.
+                    log.debug("request %s: abort refused: %s", request_id, reply.error_message)
+                final = reply.infer_response.parameters.get("triton_final_response")
+                if reply.error_message or (final is not None and final.bool_param):
+                    break
+            call.cancel()
+        except grpc.RpcError as err:
+            log.debug("request %s: abort failed: %s", request_id, err)
 
     async def close(self) -> None:
+        if self._aborts:
+            await asyncio.wait(set(self._aborts), timeout=_ABORT_TIMEOUT_S)
         if self._channel is not None:
             await self._channel.close()

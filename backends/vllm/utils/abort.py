@@ -1,0 +1,70 @@
+"""Abort requests: a request that stops another one, named by its Triton request id.
+
+    request parameters: {"vllm_abort_request_id": "cmpl-1234"}
+
+Triton (2.51) does not always pass a client's cancellation on to the model: a gRPC stream
+cancelled shortly after it started can leave `is_cancelled()` false until the request
+ends.  A client that knows it left (the OpenAI frontend) therefore also sends this
+request, which aborts every running request with that id in vLLM at once.  An abort that
+comes before the request it names is remembered for a while, and the request is then
+answered as soon as it arrives, without generating.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+
+PARAMETER = "vllm_abort_request_id"
+
+# How long, and how many, aborted ids are remembered for requests that arrive late.
+REMEMBER_S = 60.0
+REMEMBER_MAX = 10_000
+
+
+class AbortError(ValueError):
+    pass
+
+
+def target_of(parameters: str | dict | None) -> str | None:
+    """The request id that a request's parameters ask to abort, or None."""
+    if not parameters:
+        return None
+    if isinstance(parameters, str):
+        try:
+            parameters = json.loads(parameters)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(parameters, dict) or PARAMETER not in parameters:
+        return None
+    target = parameters[PARAMETER]
+    if not isinstance(target, str) or not target:
+        raise AbortError(f"parameter '{PARAMETER}' must be a non-empty request id")
+    return target
+
+
+class RecentAborts:
+    """Ids aborted in the last REMEMBER_S seconds (at most REMEMBER_MAX of them)."""
+
+    def __init__(self, remember_s: float = REMEMBER_S, remember_max: int = REMEMBER_MAX,
+                 clock=time.monotonic):
+        self._ids: OrderedDict[str, float] = OrderedDict()
+        self._remember_s = remember_s
+        self._remember_max = remember_max
+        self._clock = clock
+
+    def add(self, request_id: str) -> None:
+        self._ids[request_id] = self._clock()
+        self._ids.move_to_end(request_id)
+        self._prune()
+
+    def __contains__(self, request_id: str) -> bool:
+        self._prune()
+        return request_id in self._ids
+
+    def _prune(self) -> None:
+        oldest_kept = self._clock() - self._remember_s
+        while self._ids and (len(self._ids) > self._remember_max
+                             or next(iter(self._ids.values())) < oldest_kept):
+            self._ids.popitem(last=False)
