@@ -303,6 +303,9 @@ class TritonPythonModel:
                 await self.engine.abort(ids)
             except Exception as e:  # noqa: BLE001 - the poller aborts them again
                 self.logger.log_error(f"[vllm] abort of {client_id} failed: {e!r}")
+        else:
+            self.logger.log_info(f"[vllm] abort of {client_id}: no such request running "
+                                 f"(it ended, or has not come yet)")
         self._send(sender, None, final=True)
 
     async def _generate(self, job, sender):

