@@ -7,6 +7,7 @@ import math
 import queue
 import re
 import time
+from contextlib import contextmanager
 
 import httpx
 import numpy as np
@@ -224,14 +225,26 @@ def _grpc_inputs(grpcclient, prompt, sampling, **flags):
     return inputs
 
 
-def test_grpc_streaming(server, reference):
+@contextmanager
+def _grpc_stream(server, cancel_on_exit=False):
+    """A tritonclient gRPC stream whose responses go to a queue: yields (client, queue)."""
     import tritonclient.grpc as grpcclient
 
     results: queue.Queue = queue.Queue()
     client = grpcclient.InferenceServerClient(server.grpc_url)
     client.start_stream(callback=lambda result, error: results.put((result, error)))
-    texts, reasons = [], []
     try:
+        yield client, results
+    finally:
+        client.stop_stream(cancel_requests=cancel_on_exit)
+        client.close()
+
+
+def test_grpc_streaming(server, reference):
+    import tritonclient.grpc as grpcclient
+
+    texts, reasons = [], []
+    with _grpc_stream(server) as (client, results):
         client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], GREEDY,
                                                       return_finish_reason=True),
                                   enable_empty_final_response=True)
@@ -244,9 +257,6 @@ def test_grpc_streaming(server, reference):
                 reasons.append(result.as_numpy("finish_reason")[0].decode())
             if response.parameters["triton_final_response"].bool_param:
                 break
-    finally:
-        client.stop_stream()
-        client.close()
     assert len(texts) > 4
     assert "".join(texts) == reference[0]["text"]
     assert reasons[-1] == "length"
@@ -299,17 +309,11 @@ def test_grpc_cancel_aborts_the_request_in_vllm(server):
     import tritonclient.grpc as grpcclient
 
     tokens_before = _metric(server, "vllm:generation_tokens_total")
-    results: queue.Queue = queue.Queue()
-    client = grpcclient.InferenceServerClient(server.grpc_url)
-    client.start_stream(callback=lambda result, error: results.put((result, error)))
-    try:
+    with _grpc_stream(server, cancel_on_exit=True) as (client, results):
         client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], LONG))
         for _ in range(5):
             result, error = results.get(timeout=60)
             assert error is None
-    finally:
-        client.stop_stream(cancel_requests=True)
-        client.close()
     _assert_generation_stopped(server, tokens_before)
     assert "cancelled by the client" in server.logs
 
@@ -319,20 +323,14 @@ def _is_final(result) -> bool:
     return final is not None and final.bool_param
 
 
-def _send_abort(grpcclient, server, target: str):
+def _send_abort(server, target: str):
     """The backend's abort request for `target`; returns when it is answered."""
-    aborted: queue.Queue = queue.Queue()
-    aborter = grpcclient.InferenceServerClient(server.grpc_url)
-    aborter.start_stream(callback=lambda result, error: aborted.put((result, error)))
-    try:
+    with _grpc_stream(server) as (aborter, aborted):
         aborter.async_stream_infer(MODEL, [], request_id=f"{target}:abort",
                                    parameters={"vllm_abort_request_id": target},
                                    enable_empty_final_response=True)
         result, error = aborted.get(timeout=30)
         assert error is None and _is_final(result)
-    finally:
-        aborter.stop_stream()
-        aborter.close()
 
 
 def test_abort_request_before_its_request_answers_it_at_once(server):
@@ -340,19 +338,13 @@ def test_abort_request_before_its_request_answers_it_at_once(server):
     import tritonclient.grpc as grpcclient
 
     tokens_before = _metric(server, "vllm:generation_tokens_total")
-    _send_abort(grpcclient, server, "early-1")
-    results: queue.Queue = queue.Queue()
-    client = grpcclient.InferenceServerClient(server.grpc_url)
-    client.start_stream(callback=lambda result, error: results.put((result, error)))
-    try:
+    _send_abort(server, "early-1")
+    with _grpc_stream(server) as (client, results):
         client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], LONG),
                                   request_id="early-1", enable_empty_final_response=True)
         result, error = results.get(timeout=30)
         assert error is None and _is_final(result)
         assert result.as_numpy("text_output") is None  # the empty final response
-    finally:
-        client.stop_stream()
-        client.close()
     time.sleep(0.5)
     assert _metric(server, "vllm:generation_tokens_total") == tokens_before
 
@@ -363,25 +355,19 @@ def test_abort_request_stops_the_named_request(server):
     import tritonclient.grpc as grpcclient
 
     tokens_before = _metric(server, "vllm:generation_tokens_total")
-    results: queue.Queue = queue.Queue()
-    client = grpcclient.InferenceServerClient(server.grpc_url)
-    client.start_stream(callback=lambda result, error: results.put((result, error)))
-    try:
+    with _grpc_stream(server) as (client, results):
         client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], LONG),
                                   request_id="long-1", enable_empty_final_response=True)
         for _ in range(5):
             result, error = results.get(timeout=60)
             assert error is None
-        _send_abort(grpcclient, server, "long-1")
+        _send_abort(server, "long-1")
         # The named request ends (its final response comes) without the client cancelling.
         while True:
             result, error = results.get(timeout=30)
             assert error is None
             if _is_final(result):
                 break
-    finally:
-        client.stop_stream()
-        client.close()
     if "abort of long-1: no such request running" in server.logs:
         # The request had ended: this process was not run for the seconds it takes to
         # generate LONG (seen on 2-core machines).  That the id is found is shown by

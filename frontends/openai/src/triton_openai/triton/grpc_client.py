@@ -42,6 +42,12 @@ def _rpc_error(err: grpc.RpcError) -> TritonError:
     return TritonError(f"Triton: {details}", status)
 
 
+def _is_final(infer_response) -> bool:
+    """Whether Triton flagged this as the request's last response."""
+    final = infer_response.parameters.get("triton_final_response")
+    return final is not None and final.bool_param
+
+
 def _stream_error(message: str) -> TritonError:
     # Triton reports request errors of a decoupled model as a string in the stream; the
     # vLLM backend raises TritonError(INVALID_ARG) for bad parameters, which Triton
@@ -123,8 +129,7 @@ class GrpcTritonClient:
                     out[tensor.name] = Tensor(
                         tensor.name, tensor.datatype, tuple(tensor.shape),
                         resp.raw_output_contents[i] if i < len(resp.raw_output_contents) else b"")
-                final_param = resp.parameters.get("triton_final_response")
-                final = bool(final_param.bool_param) if final_param is not None else False
+                final = _is_final(resp)
                 if final:
                     ended = True
                 yield InferResponse(out, final)
@@ -163,8 +168,7 @@ class GrpcTritonClient:
                 if reply.error_message:
                     # e.g. a model that is not the vLLM backend's: nothing to stop there.
                     log.debug("request %s: abort refused: %s", request_id, reply.error_message)
-                final = reply.infer_response.parameters.get("triton_final_response")
-                if reply.error_message or (final is not None and final.bool_param):
+                if reply.error_message or _is_final(reply.infer_response):
                     break
             call.cancel()
         except grpc.RpcError as err:
