@@ -6,7 +6,6 @@ import json
 import math
 import queue
 import re
-import threading
 import time
 from contextlib import contextmanager
 
@@ -378,46 +377,17 @@ def test_abort_request_stops_the_named_request(server):
     assert "request long-1 aborted by its client" in server.logs
 
 
-@contextmanager
-def _longest_pause():
-    """Measures the longest time this process was not run (a 50 ms heartbeat's largest
-    gap); yields a list that holds it, in seconds, once the block is left."""
-    result: list[float] = []
-    done = threading.Event()
-
-    def beat():
-        longest, last = 0.0, time.monotonic()
-        while not done.wait(0.05):
-            now = time.monotonic()
-            longest, last = max(longest, now - last - 0.05), now
-        result.append(longest)
-
-    thread = threading.Thread(target=beat, daemon=True)
-    thread.start()
-    try:
-        yield result
-    finally:
-        done.set()
-        thread.join()
-
-
 def test_http_disconnect_aborts_the_request_in_vllm(server):
     tokens_before = _metric(server, "vllm:generation_tokens_total")
-    mark = len(server.logs)
-    with _longest_pause() as pause:
-        with httpx.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
-                          json=generate_body(PROMPTS[1], LONG, stream=True), timeout=60) as r:
-            lines = r.iter_lines()
-            seen = 0
-            for line in lines:
-                seen += line.startswith("data:")
-                if seen == 5:
-                    break
-        # Leaving the block closes the connection mid-stream.
-    if "cancelled by the client" not in server.logs[mark:] and pause[0] > 1.0:
-        # Not flagged, and this process was not run for over a second between reading and
-        # leaving (seen on 2-core machines): the request may have ended before it left.
-        pytest.skip(f"this machine stalled the test for {pause[0]:.1f} s")
+    with httpx.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
+                      json=generate_body(PROMPTS[1], LONG, stream=True), timeout=60) as r:
+        lines = r.iter_lines()
+        seen = 0
+        for line in lines:
+            seen += line.startswith("data:")
+            if seen == 5:
+                break
+    # Leaving the block closes the connection mid-stream.
     _assert_generation_stopped(server, tokens_before)
 
 
