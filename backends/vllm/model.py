@@ -258,7 +258,7 @@ class TritonPythonModel:
 
     async def _serve(self, job, request, sender):
         request_id, client_id = job["id"], job["client_id"]
-        if client_id and client_id in self._recent_aborts:
+        if client_id and self._recent_aborts.take(client_id):
             # Its abort request came first: nobody waits for an answer.
             self._send(sender, None, final=True)
             return
@@ -292,8 +292,10 @@ class TritonPythonModel:
                     self._by_client_id.pop(client_id, None)
 
     async def _abort_request(self, client_id, sender):
-        """Answer an abort request: stop every running request with that Triton id."""
-        self._recent_aborts.add(client_id)
+        """Answer an abort request: stop every running request with that Triton id, or,
+        when none runs, remember the id for a request that has not come yet.  Only then:
+        clients may reuse ids, and a later request must not inherit an abort that
+        already found its target."""
         ids = [rid for rid in self._by_client_id.get(client_id, ())
                if rid not in self._cancelled]
         if ids:
@@ -304,6 +306,7 @@ class TritonPythonModel:
             except Exception as e:  # noqa: BLE001 - the poller aborts them again
                 self.logger.log_error(f"[vllm] abort of {client_id} failed: {e!r}")
         else:
+            self._recent_aborts.add(client_id)
             self.logger.log_info(f"[vllm] abort of {client_id}: no such request running "
                                  f"(it ended, or has not come yet)")
         self._send(sender, None, final=True)

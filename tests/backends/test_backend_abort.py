@@ -28,3 +28,11 @@ def test_recent_aborts_forget_old_and_excess_ids():
     recent.add("c")
     recent.add("d")  # more than remember_max: the oldest goes
     assert "b" not in recent and "c" in recent and "d" in recent
+
+
+def test_an_early_abort_is_used_up_by_its_request():
+    recent = RecentAborts()
+    recent.add("a")
+    assert recent.take("a")
+    assert not recent.take("a") and "a" not in recent
+    assert not recent.take("never-aborted")

@@ -2,12 +2,12 @@
 
     request parameters: {"vllm_abort_request_id": "cmpl-1234"}
 
-Triton (2.51) does not always pass a client's cancellation on to the model: a gRPC stream
-cancelled shortly after it started can leave `is_cancelled()` false until the request
-ends.  A client that knows it left (the OpenAI frontend) therefore also sends this
-request, which aborts every running request with that id in vLLM at once.  An abort that
-comes before the request it names is remembered for a while, and the request is then
-answered as soon as it arrives, without generating.
+Triton flags a request as cancelled only when the client's disconnect reaches it, which
+a proxy in between can hide.  A client that knows it left (the OpenAI frontend) therefore
+also sends this request, which aborts every running request with that id in vLLM at once,
+whatever lies between.  An abort that finds no request with that id running is
+remembered for a while, and the next request with that id is then answered as soon as
+it arrives, without generating.
 """
 
 from __future__ import annotations
@@ -62,6 +62,11 @@ class RecentAborts:
     def __contains__(self, request_id: str) -> bool:
         self._prune()
         return request_id in self._ids
+
+    def take(self, request_id: str) -> bool:
+        """Whether `request_id` was aborted before it came; the abort is used up."""
+        self._prune()
+        return self._ids.pop(request_id, None) is not None
 
     def _prune(self) -> None:
         oldest_kept = self._clock() - self._remember_s
