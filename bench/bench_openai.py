@@ -266,7 +266,8 @@ def vllm_server(model_dir: Path):
          "--served-model-name", MODEL, "--max-model-len", str(MAX_MODEL_LEN), "--seed", "0",
          "--host", "127.0.0.1", "--port", str(port),
          "--uvicorn-log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, start_new_session=True)
+        # Its own process group (for killpg), in this session: see TritonServer._start_host.
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, process_group=0)
     try:
         try:
             _wait_http(f"http://127.0.0.1:{port}/health", proc, 300)

@@ -361,11 +361,6 @@ def _seconds_of_day(t: float) -> float:
     return tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec + (t % 1)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "On the 2-core machines these suites run on, processes outside the engine go "
-    "unscheduled for seconds while it generates: a 50 ms heartbeat in a separate process "
-    "measured gaps of 1-4 s during this test, and the frontend then notices the "
-    "disconnect late.  When it runs, the backend stops the request within milliseconds."))
 @pytest.mark.parametrize("stream", [True, False])
 def test_disconnect_frees_engine_request(stack, http, stream):
     """A client that goes away mid-stream stops the generation in vLLM within a second.

@@ -175,9 +175,12 @@ class TritonServer:
             *self.server_args,
         ]
         self._log = open(self._log_path, "wb")
-        # A session of its own: stop() signals the whole group (stubs, engine processes).
+        # A process group of its own, so that stop() can signal all of it (stubs, engine
+        # processes), but not a session of its own: Linux schedules each session as one
+        # group (autogroup), and on a 2-core machine the busy engine's session then
+        # starved the tests' session (client, frontend) of CPU for seconds at a time.
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                      env=env, cwd=self._tmp, start_new_session=True)
+                                      env=env, cwd=self._tmp, process_group=0)
 
     def _start_container(self) -> None:
         docker = docker_binary()
@@ -185,7 +188,12 @@ class TritonServer:
         # may read (pytest's tmp dirs, ~/.cache are 0700), which the image's own user
         # cannot; the image's default user is checked by L0_build_image.  No --rm: a
         # container that dies at start-up keeps its log until stop() removes it.
-        cmd = [docker, "run", "-d", "--shm-size=1g",
+        # The least CPU weight: the container still gets every cycle the tests leave, but
+        # it no longer starves them.  With the default weight, a busy engine held the
+        # tests' client off both cores of a 2-core machine for seconds, and its cancels
+        # came after the request had ended (of 24 runs of the cancellation tests, 3
+        # failed with the default weight, 5 with a quarter of it, none with this one).
+        cmd = [docker, "run", "-d", "--shm-size=1g", "--cpu-shares=2",
                "--user", f"{os.getuid()}:{os.getgid()}",
                "-p", f"127.0.0.1:{self.http_port}:8000",
                "-p", f"127.0.0.1:{self.grpc_port}:8001",
@@ -198,8 +206,13 @@ class TritonServer:
         for key, value in {**ENGINE_ENV, **self.env}.items():
             cmd += ["-e", f"{key}={value}"]
         cmd.append(self.image)
+        # The suites read the backend's log lines (which request it stopped, and when),
+        # so the server logs at info level whatever the image was built with.
         if self.server_args:
-            cmd += ["tritonserver", "--model-repository=/models", *self.server_args]
+            cmd += ["tritonserver", "--model-repository=/models", "--log-info=true",
+                    *self.server_args]
+        else:
+            cmd.append("--log-info=true")  # the entrypoint adds it to its server flags
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
             raise ServerError(f"docker run failed: {out.stderr.strip()}")
@@ -247,9 +260,12 @@ class TritonServer:
     def logs(self) -> str:
         """Everything the server (and its models) printed so far."""
         if self._container:
-            out = subprocess.run([docker_binary(), "logs", self._container], capture_output=True,
+            # One stream, in the order the server wrote it, so that an offset into an
+            # earlier read still marks the same place.
+            out = subprocess.run([docker_binary(), "logs", self._container],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  text=True, errors="replace")
-            return out.stdout + out.stderr
+            return out.stdout
         try:
             return self._log_path.read_text(errors="replace")
         except FileNotFoundError:

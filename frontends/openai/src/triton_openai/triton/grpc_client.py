@@ -145,8 +145,8 @@ class GrpcTritonClient:
                 call.cancel()
                 log.debug("request %s: gRPC stream cancelled", request_id)
             if not ended:
-                # Triton 2.51 does not always pass a stream's cancellation on to the
-                # model: ask the backend to stop the request too.
+                # Say so explicitly too: the stream's reset may not reach Triton (a
+                # proxy in between), and the backend stops the request either way.
                 self._abort_soon(model, request_id)
 
     def _abort_soon(self, model: str, request_id: str) -> None:
