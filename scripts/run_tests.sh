@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Run the whole test suite but the GPU tests: unit tests, golden files, the real image
-# build, and the end-to-end suites against a real tritonserver + vLLM on this machine.
+# build, and the end-to-end suites against a real tritonserver + vLLM on this machine,
+# then the end-to-end suites once more against a container of the image just built.
 #
-# Sets up what it needs first (scripts/setup_host.sh).  Extra arguments go to pytest,
-# e.g. `scripts/run_tests.sh tests/` for the fast unit tests alone.
+# Sets up what it needs first (scripts/setup_host.sh).  Extra arguments go to pytest
+# (one pass, on this host unless TVB_IMAGE names an image), e.g.
+# `scripts/run_tests.sh tests/` for the fast unit tests alone.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,4 +18,23 @@ if [ -f "$repo/frontends/openai/pyproject.toml" ]; then
 fi
 
 cd "$repo"
-exec "$TVB_VENV/bin/python" -m pytest -m "not gpu" "$@"
+pytest=("$TVB_VENV/bin/python" -m pytest -m "not gpu")
+if [ $# -gt 0 ]; then
+    exec "${pytest[@]}" "$@"
+fi
+
+# qa/L0_build_image builds this tag; the image pass then runs what it built.  Removed
+# first, so that a failed build cannot leave an older image to be tested.
+export TVB_IMAGE_TAG=${TVB_IMAGE_TAG:-tritonserver-vllm:test}
+docker image rm -f "$TVB_IMAGE_TAG" >/dev/null 2>&1 || true
+
+status=0
+"${pytest[@]}" || status=$?
+if docker image inspect "$TVB_IMAGE_TAG" >/dev/null 2>&1; then
+    echo "run_tests: the end-to-end suites again, against a container of $TVB_IMAGE_TAG"
+    TVB_IMAGE=$TVB_IMAGE_TAG "${pytest[@]}" qa/L0_backend_vllm qa/L0_openai || status=$?
+else
+    echo "run_tests: $TVB_IMAGE_TAG was not built, so the image pass did not run" >&2
+    status=1
+fi
+exit "$status"

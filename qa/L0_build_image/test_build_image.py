@@ -1,9 +1,12 @@
-"""The real CPU image: `./build.py --backend=vllm --endpoint=openai`, built and run.
+"""The real CPU image: `./build.py --backend=vllm --endpoint=openai --enable-metrics`,
+built and run.
 
 Builds for real every time (BuildKit's cache makes a repeat fast; nothing is skipped
 because an image of that name exists), then checks the container: it runs as a
 non-root user, reports every pinned version from versions.toml with the installed
 ones matching, and its tritonserver becomes ready with the sample model repository.
+scripts/run_tests.sh then runs the end-to-end suites against this image too (their
+metrics checks are why it is built with metrics).
 
     TVB_IMAGE_TAG       name of the image to build (default: build.py's default tag)
     TVB_READY_TIMEOUT   seconds the server may take to become ready (default 180)
@@ -45,7 +48,7 @@ def image(tmp_path_factory) -> str:
         pytest.fail("no Docker engine answers: eval \"$(scripts/setup_host.sh)\" starts one")
     build_dir = tmp_path_factory.mktemp("build")
     argv = [sys.executable, str(REPO / "build.py"), "--backend=vllm", "--endpoint=openai",
-            f"--build-dir={build_dir}", "-v"]
+            "--enable-metrics", f"--build-dir={build_dir}", "-v"]
     if os.environ.get("TVB_IMAGE_TAG"):
         argv.append(f"--tag={os.environ['TVB_IMAGE_TAG']}")
     plan_file = build_dir / "plan.json"
