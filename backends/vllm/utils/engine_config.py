@@ -108,18 +108,25 @@ def published_parameters(engine_args: dict) -> dict[str, str]:
     return out
 
 
+def parameter(params: dict, name: str) -> str | None:
+    """A config.pbtxt parameter's value, from Triton's model config ({"string_value": ...})
+    or a plain mapping; None when it is not set."""
+    value = params.get(name)
+    if isinstance(value, dict):
+        value = value.get("string_value")
+    return None if value is None else str(value)
+
+
 def check_published(params: dict, engine_args: dict) -> None:
     expected = published_parameters(engine_args)
     for key in PUBLISHED:
-        value = params.get(key)
-        if isinstance(value, dict):
-            value = value.get("string_value")
+        value = parameter(params, key)
         if value is None:
             continue
         if key not in expected:
             raise ConfigError(f"config.pbtxt parameter '{key}' is '{value}', but model.json "
                               f"does not set it")
-        if str(value) != expected[key]:
+        if value != expected[key]:
             raise ConfigError(f"config.pbtxt parameter '{key}' is '{value}', but model.json "
                               f"says '{expected[key]}'")
 
@@ -127,9 +134,7 @@ def check_published(params: dict, engine_args: dict) -> None:
 def bool_setting(params: dict, name: str, env: dict | None = None) -> bool:
     """A switch given as a config.pbtxt parameter or as an environment variable."""
     env = os.environ if env is None else env
-    value = params.get(name, {})
-    if isinstance(value, dict):
-        value = value.get("string_value")
+    value = parameter(params, name)
     if value is None:
         value = env.get(name)
     return str(value).strip().lower() in ("1", "true", "yes", "on") if value is not None else False

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .engine_config import MULTI_LORA_JSON, ConfigError
+from .engine_config import MULTI_LORA_JSON, ConfigError, parameter
 
 
 def load_adapters(version_dir: Path | str, enable_lora: bool) -> dict[str, Path]:
@@ -47,12 +47,10 @@ def check_published(params: dict, adapters: dict[str, Path]) -> None:
     """`vllm_lora_names`, when config.pbtxt sets it, names exactly the served adapters:
     clients list and route by it, so a stale list would send them to adapters that do
     not exist, or hide ones that do."""
-    value = params.get(PUBLISHED_NAMES)
-    if isinstance(value, dict):
-        value = value.get("string_value")
+    value = parameter(params, PUBLISHED_NAMES)
     if value is None:
         return
-    published = [name.strip() for name in str(value).split(",") if name.strip()]
+    published = [name.strip() for name in value.split(",") if name.strip()]
     served = sorted(adapters)
     if sorted(published) != served:
         raise ConfigError(f"config.pbtxt parameter '{PUBLISHED_NAMES}' is '{value}', but "
