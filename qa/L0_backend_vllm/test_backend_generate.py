@@ -241,6 +241,11 @@ def _grpc_stream(server, cancel_on_exit=False):
         client.close()
 
 
+def _is_final(result) -> bool:
+    final = result.get_response().parameters.get("triton_final_response")
+    return final is not None and final.bool_param
+
+
 def test_grpc_streaming(server, reference):
     import tritonclient.grpc as grpcclient
 
@@ -252,11 +257,10 @@ def test_grpc_streaming(server, reference):
         while True:
             result, error = results.get(timeout=60)
             assert error is None, error
-            response = result.get_response()
             if result.as_numpy("text_output") is not None:
                 texts.append(result.as_numpy("text_output")[0].decode())
                 reasons.append(result.as_numpy("finish_reason")[0].decode())
-            if response.parameters["triton_final_response"].bool_param:
+            if _is_final(result):
                 break
     assert len(texts) > 4
     assert "".join(texts) == reference[0]["text"]
@@ -312,11 +316,6 @@ def test_grpc_cancel_aborts_the_request_in_vllm(server):
             assert error is None
     _assert_generation_stopped(server, tokens_before)
     assert "cancelled by the client" in server.logs[log_mark:]
-
-
-def _is_final(result) -> bool:
-    final = result.get_response().parameters.get("triton_final_response")
-    return final is not None and final.bool_param
 
 
 def _send_abort(server, target: str):
