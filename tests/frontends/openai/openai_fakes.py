@@ -39,6 +39,9 @@ class FakeTokenizers:
     def get(self, path):
         return self.tok
 
+    def loaded(self, path):
+        return True, self.tok
+
 
 def _inputs(inputs: list[Tensor]) -> dict:
     out = {}

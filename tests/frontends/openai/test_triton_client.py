@@ -24,6 +24,15 @@ def test_build_inputs_prefers_token_ids():
     assert ids.datatype == "INT64" and ids.shape == (2,) and ids.as_list() == [1, 2]
 
 
+def test_build_inputs_asks_for_the_prompt_length_only_when_not_known():
+    with_ids = vllm_io.GenerationRequest("m", "r", {}, True, None, [1, 2])
+    text_only = vllm_io.GenerationRequest("m", "r", {}, True, "hi", None)
+    for req, wanted in ((with_ids, False), (text_only, True)):
+        inputs, outputs = vllm_io.build_inputs(req)
+        flag = next(t for t in inputs if t.name == "return_num_input_tokens")
+        assert flag.as_list() == [wanted] and ("num_input_tokens" in outputs) == wanted
+
+
 def test_parse_response_n_choices():
     resp = InferResponse({
         "text_output": Tensor.bytes_("text_output", ["a", "b", "c"]),

@@ -54,6 +54,9 @@ class GenerationService:
         self._max_len_cache: dict[str, int | None] = {}
 
     async def tokenizer(self, model: ServedModel):
+        done, tok = self.tokenizers.loaded(model.model_path)
+        if done:
+            return tok  # the common case: no hop to a thread and back for every request
         # The first load reads files and imports transformers: keep it off the event loop.
         return await asyncio.to_thread(self.tokenizers.get, model.model_path)
 

@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 log = logging.getLogger("triton_openai")
+_MISSING = object()
 
 
 class TokenizerCache:
@@ -24,6 +25,14 @@ class TokenizerCache:
     @property
     def override(self) -> str | None:
         return self._override
+
+    def loaded(self, model_path: str | None) -> tuple[bool, Any | None]:
+        """(True, tokenizer or None) when get() would not have to load anything."""
+        source = self._override or model_path
+        if not source:
+            return True, None
+        tok = self._cache.get(source, _MISSING)
+        return (False, None) if tok is _MISSING else (True, tok)
 
     def get(self, model_path: str | None) -> Any | None:
         """The tokenizer for a model path, loaded once; None when none can be found."""

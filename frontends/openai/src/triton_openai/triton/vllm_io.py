@@ -56,16 +56,22 @@ def build_inputs(req: GenerationRequest) -> tuple[list[Tensor], list[str]]:
         inputs.append(Tensor.int64s("input_ids", req.prompt_ids))
     else:
         inputs.append(Tensor.bytes_("text_input", [req.prompt_text or ""]))
+    # Every output costs the backend, Triton and this frontend work on each streamed
+    # token: ask only for what is not known here.  The prompt's length is, when the
+    # frontend tokenized it.
+    count_prompt = req.prompt_ids is None
     inputs += [
         Tensor.bool_("stream", req.stream),
         Tensor.bytes_("sampling_parameters", [json.dumps(req.sampling)]),
         Tensor.bool_("exclude_input_in_output", True),
         Tensor.bool_("return_finish_reason", True),
-        Tensor.bool_("return_num_input_tokens", True),
+        Tensor.bool_("return_num_input_tokens", count_prompt),
         Tensor.bool_("return_num_output_tokens", True),
         Tensor.bool_("return_logprobs", req.logprobs),
     ]
-    outputs = ["text_output", "finish_reason", "num_input_tokens", "num_output_tokens"]
+    outputs = ["text_output", "finish_reason", "num_output_tokens"]
+    if count_prompt:
+        outputs.append("num_input_tokens")
     if req.logprobs:
         outputs.append("logprobs")
     return inputs, outputs
