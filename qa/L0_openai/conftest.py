@@ -1,5 +1,9 @@
 """One real stack for the whole suite: tritonserver + vLLM backend + the tiny model, and
 the frontend as a server process (or, with TVB_IMAGE set, the frontend inside the image).
+
+TVB_OPENAI_TRANSPORT picks how a frontend started here reaches Triton: `grpc` (KServe
+gRPC, the default) or `http` (Triton's generate_stream).  The image's own frontend uses
+HTTP, so CI's image pass covers that one.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from .frontend_process import FrontendProcess
 MODEL = "tiny"
 LORA = "sql"  # the LoRA adapter MODEL serves, listed as "tiny:sql"
 EMBED_MODEL = "tiny_embed"
+TRANSPORT = os.environ.get("TVB_OPENAI_TRANSPORT", "grpc")
+if TRANSPORT not in ("grpc", "http"):
+    raise ValueError(f"TVB_OPENAI_TRANSPORT must be grpc or http, not {TRANSPORT!r}")
 MAX_MODEL_LEN = 1024
 
 METRICS_CONFIG = """parameters: { key: "REPORT_CUSTOM_METRICS" value: { string_value: "true" } }"""
@@ -71,10 +78,17 @@ if __name__ == "__main__":
 
 @dataclass
 class RunningTriton:
-    """A tritonserver started outside the suite (TVB_OPENAI_TRITON=GRPC_HOST:PORT,METRICS_URL)."""
+    """A tritonserver started outside the suite
+    (TVB_OPENAI_TRITON=GRPC_HOST:PORT,METRICS_URL[,HTTP_URL])."""
     grpc_url: str
     metrics_url: str
+    http_url: str = ""
     openai_url: str | None = None
+
+
+def triton_url(triton) -> str:
+    """The --triton-url of a frontend started by the suite, for TVB_OPENAI_TRANSPORT."""
+    return triton.http_url if TRANSPORT == "http" else triton.grpc_url
 
 
 @contextmanager
@@ -82,8 +96,7 @@ def _triton(tmp_path_factory, tiny_model):
     external = os.environ.get("TVB_OPENAI_TRITON")
     if external:
         # Serving write_repository()'s models; lets one iterate without a restart per run.
-        grpc_url, metrics_url = external.split(",")
-        yield RunningTriton(grpc_url, metrics_url)
+        yield RunningTriton(*external.split(","))
         return
     repo = write_repository(tmp_path_factory.mktemp("openai"), tiny_model)
     with TritonServer(repo, mounts=[tiny_model]) as triton:
@@ -98,7 +111,7 @@ def stack(tmp_path_factory, tiny_model) -> Stack:
             yield Stack(triton, triton.openai_url, tiny_model, None)
             return
         # No --tokenizer: the frontend finds the model folder through `vllm_model`.
-        with FrontendProcess(triton.grpc_url, metrics_url=triton.metrics_url) as fe:
+        with FrontendProcess(triton_url(triton), metrics_url=triton.metrics_url) as fe:
             yield Stack(triton, fe.url, tiny_model, fe)
 
 

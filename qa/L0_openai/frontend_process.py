@@ -24,12 +24,12 @@ def frontend_command() -> list[str]:
 
 
 class FrontendProcess:
-    def __init__(self, triton_grpc_url: str, *args: str, metrics_url: str | None = None,
+    def __init__(self, triton_url: str, *args: str, metrics_url: str | None = None,
                  env: dict[str, str] | None = None, timeout: float = 120.0, wait_ready=True):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = tempfile.NamedTemporaryFile(prefix="triton-openai-", suffix=".log", delete=False)
-        cmd = [*frontend_command(), "--triton-url", triton_grpc_url, "--host", "127.0.0.1",
+        cmd = [*frontend_command(), "--triton-url", triton_url, "--host", "127.0.0.1",
                "--port", str(self.port), "--triton-metrics-url", metrics_url or "", *args]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})})

@@ -11,14 +11,14 @@ import time
 import httpx
 import pytest
 
-from .conftest import MODEL
+from .conftest import MODEL, triton_url
 from .frontend_process import FrontendProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 def _frontend(stack, *args, **kw) -> FrontendProcess:
-    return FrontendProcess(stack.triton.grpc_url, *args, metrics_url=stack.triton.metrics_url,
+    return FrontendProcess(triton_url(stack.triton), *args, metrics_url=stack.triton.metrics_url,
                            **kw)
 
 
@@ -65,11 +65,12 @@ def test_size_limit_cors_names_and_json_logs(stack):
         assert any(l.get("path") == "/v1/completions" and l.get("status") == 200 for l in lines)
 
 
-def test_not_ready_without_triton():
+@pytest.mark.parametrize("scheme", ["", "http://"])
+def test_not_ready_without_triton(scheme):
     """Nothing listens on the Triton port: ready is 503, and so are API calls."""
     from qa.common import free_port
 
-    with FrontendProcess(f"127.0.0.1:{free_port()}", wait_ready=False) as fe:
+    with FrontendProcess(f"{scheme}127.0.0.1:{free_port()}", wait_ready=False) as fe:
         with httpx.Client(base_url=fe.url, timeout=30) as c:
             assert c.get("/health/live").status_code == 200
             assert c.get("/health/ready").status_code == 503

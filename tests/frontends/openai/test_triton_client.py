@@ -33,6 +33,67 @@ def test_build_inputs_asks_for_the_prompt_length_only_when_not_known():
         assert flag.as_list() == [wanted] and ("num_input_tokens" in outputs) == wanted
 
 
+def test_merge_chunks_joins_each_choice():
+    a = vllm_io.GenerationChunk([
+        vllm_io.ChoiceDelta(0, "Hel", None, 1, [vllm_io.TokenLogprob("Hel", 1, -0.5)]),
+        vllm_io.ChoiceDelta(1, "A", None, 1)], None, False)
+    b = vllm_io.GenerationChunk([
+        vllm_io.ChoiceDelta(0, "lo", "length", 2, [vllm_io.TokenLogprob("lo", 2, -0.1)]),
+        vllm_io.ChoiceDelta(2, "z", None, 1)], 7, True)
+    m = vllm_io.merge_chunks(a, b)
+    assert [(c.index, c.text, c.finish_reason, c.num_output_tokens) for c in m.choices] == [
+        (0, "Hello", "length", 3), (1, "A", None, 1), (2, "z", None, 1)]
+    assert [t.token for t in m.choices[0].logprobs] == ["Hel", "lo"]
+    assert m.num_input_tokens == 7 and m.final
+
+
+class _Responses:
+    """A TritonClient whose stream yields the given responses, then maybe an error."""
+
+    def __init__(self, responses, error=None):
+        self.responses, self.error = responses, error
+
+    async def stream_infer(self, model, inputs, outputs, request_id):
+        for r in self.responses:
+            yield r
+        if self.error:
+            raise self.error
+
+
+def _text(t: str, more=False, final=False):
+    return InferResponse({"text_output": Tensor.bytes_("text_output", [t]),
+                          "num_output_tokens": Tensor.int64s("num_output_tokens", [1])},
+                         final, more)
+
+
+def test_generate_merges_responses_that_arrived_together():
+    async def main(client):
+        req = vllm_io.GenerationRequest("m", "r", {}, True, "hi")
+        return [c async for c in vllm_io.generate(client, req)]
+
+    chunks = asyncio.run(main(_Responses([
+        _text("a"), _text("b", more=True), _text("c", more=True), _text("d"),
+        InferResponse({}, True)])))
+    assert [([c.text for c in ch.choices], ch.final) for ch in chunks] == [
+        (["a"], False), (["bcd"], False), ([], True)]
+    assert chunks[1].choices[0].num_output_tokens == 3
+
+
+def test_generate_hands_on_merged_text_before_an_error():
+    from triton_openai.triton.client import TritonError
+
+    async def main(client):
+        req = vllm_io.GenerationRequest("m", "r", {}, True, "hi")
+        got = []
+        with pytest.raises(TritonError):
+            async for c in vllm_io.generate(client, req):
+                got.append(c)
+        return got
+
+    got = asyncio.run(main(_Responses([_text("a", more=True)], TritonError("boom", 500))))
+    assert [c.choices[0].text for c in got] == ["a"]
+
+
 def test_parse_response_n_choices():
     resp = InferResponse({
         "text_output": Tensor.bytes_("text_output", ["a", "b", "c"]),
@@ -58,6 +119,8 @@ def test_parse_logprobs_shapes():
 @pytest.mark.parametrize("url, repo, inproc, have, expected", [
     ("localhost:8001", None, False, False, "grpc"),
     ("localhost:8001", None, False, True, "grpc"),
+    ("grpc://triton:8001", None, False, False, "grpc"),
+    ("http://triton:8000", None, False, False, "http"),
     (None, "/models", True, True, "inprocess"),
 ])
 def test_choose_client_kind(url, repo, inproc, have, expected):
@@ -68,6 +131,8 @@ def test_choose_client_kind(url, repo, inproc, have, expected):
     (None, "/models", True, False),  # bindings missing
     (None, None, True, True),  # no repository
     (None, None, False, False),  # nothing to talk to
+    ("https://triton:8000", None, False, False),  # no TLS
+    ("unix:///tmp/triton.sock", None, False, False),
 ])
 def test_choose_client_kind_errors(url, repo, inproc, have):
     with pytest.raises(ClientSelectionError):

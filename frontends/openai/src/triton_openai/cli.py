@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="triton-openai",
         description="OpenAI-compatible HTTP API for Triton models served by the vLLM backend.")
     p.add_argument("--triton-url", default="localhost:8001",
-                   help="Triton's KServe gRPC endpoint HOST:PORT (default: %(default)s)")
+                   help="Triton's KServe gRPC endpoint HOST:PORT (or grpc://HOST:PORT), or its "
+                        "HTTP endpoint http://HOST:PORT (default: %(default)s)")
     p.add_argument("--triton-metrics-url", default="http://localhost:8002/metrics",
                    help="Triton's Prometheus page, appended to /metrics; '' to leave it out")
     p.add_argument("--host", default="0.0.0.0", help="address to listen on (default: %(default)s)")

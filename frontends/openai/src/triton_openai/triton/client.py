@@ -7,9 +7,15 @@ that dominate streaming.
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Protocol, Sequence
+from typing import Any, AsyncIterator, Coroutine, Protocol, Sequence
+
+# The vLLM backend's abort request: a request whose parameter of this name holds the
+# Triton id of the request to stop.
+ABORT_PARAMETER = "vllm_abort_request_id"
+ABORT_TIMEOUT_S = 10.0
 
 
 class TritonError(Exception):
@@ -95,10 +101,61 @@ def deserialize_bytes(data: bytes) -> list[bytes]:
     return out
 
 
+class Values:
+    """An output that arrived already decoded (JSON), with the same readers as Tensor."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, value: Any):
+        self.values = value if isinstance(value, list) else [value]
+
+    def as_strings(self) -> list[str]:
+        return [v if isinstance(v, str) else str(v) for v in self.values]
+
+    def as_list(self) -> list:
+        return self.values
+
+
 @dataclass
 class InferResponse:
-    outputs: dict[str, Tensor] = field(default_factory=dict)
+    outputs: dict[str, Tensor | Values] = field(default_factory=dict)
     final: bool = False
+    # Another response of the same request has already arrived: a consumer that is
+    # behind may merge this one with it instead of handling each on its own.
+    more: bool = False
+
+
+def classify_model_error(message: str) -> TritonError:
+    """A request error that the model sent inside a stream, as a TritonError.
+
+    Triton passes a decoupled model's errors on as plain text, so the status comes from
+    the wording: the vLLM backend's messages for bad parameters (and vLLM's own) say
+    "invalid", "must be", "not supported", or name the context length.
+    """
+    lowered = message.lower()
+    status = 400 if ("invalid" in lowered or "unexpected" in lowered or "must be" in lowered
+                     or "not supported" in lowered or "maximum context" in lowered) else 500
+    return TritonError(message, status)
+
+
+class AbortTasks:
+    """Abort requests in flight: started without waiting, awaited on shutdown."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task] = set()
+
+    def start(self, coroutine: Coroutine) -> None:
+        try:
+            task = asyncio.get_running_loop().create_task(coroutine)
+        except RuntimeError:  # no loop any more (interpreter shutdown)
+            coroutine.close()
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait(self) -> None:
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=ABORT_TIMEOUT_S)
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,14 @@ protobuf parse and lets a client disconnect cancel the Triton request at once.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import AsyncIterator
 
 import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from .client import InferResponse, ModelInfo, Tensor, TritonError
+from .client import (ABORT_PARAMETER, ABORT_TIMEOUT_S, AbortTasks, InferResponse, ModelInfo,
+                     Tensor, TritonError, classify_model_error)
 
 log = logging.getLogger("triton_openai.triton")
 
@@ -29,10 +29,6 @@ _CHANNEL_OPTIONS = [
 # gRPC status codes that mean the request itself was wrong.
 _CLIENT_CODES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND}
 _UNAVAILABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
-
-# The vLLM backend's abort request: its parameter names the request id to stop.
-ABORT_PARAMETER = "vllm_abort_request_id"
-_ABORT_TIMEOUT_S = 10.0
 
 
 def _rpc_error(err: grpc.RpcError) -> TritonError:
@@ -48,22 +44,12 @@ def _is_final(infer_response) -> bool:
     return final is not None and final.bool_param
 
 
-def _stream_error(message: str) -> TritonError:
-    # Triton reports request errors of a decoupled model as a string in the stream; the
-    # vLLM backend raises TritonError(INVALID_ARG) for bad parameters, which Triton
-    # prints with this prefix-free text.  Classify by Triton's own wording.
-    lowered = message.lower()
-    status = 400 if ("invalid" in lowered or "unexpected" in lowered or "must be" in lowered
-                     or "not supported" in lowered or "maximum context" in lowered) else 500
-    return TritonError(message, status)
-
-
 class GrpcTritonClient:
     def __init__(self, url: str):
         self.url = url
         self._channel: grpc.aio.Channel | None = None
         self._stub_: service_pb2_grpc.GRPCInferenceServiceStub | None = None
-        self._aborts: set[asyncio.Task] = set()  # abort requests in flight
+        self._aborts = AbortTasks()
 
     @property
     def _stub(self) -> service_pb2_grpc.GRPCInferenceServiceStub:
@@ -122,7 +108,7 @@ class GrpcTritonClient:
             async for reply in call:
                 if reply.error_message:
                     ended = True
-                    raise _stream_error(reply.error_message)
+                    raise classify_model_error(reply.error_message)
                 resp = reply.infer_response
                 out = {}
                 for i, tensor in enumerate(resp.outputs):
@@ -147,15 +133,7 @@ class GrpcTritonClient:
             if not ended:
                 # Say so explicitly too: the stream's reset may not reach Triton (a
                 # proxy in between), and the backend stops the request either way.
-                self._abort_soon(model, request_id)
-
-    def _abort_soon(self, model: str, request_id: str) -> None:
-        try:
-            task = asyncio.get_running_loop().create_task(self._abort(model, request_id))
-        except RuntimeError:  # no loop any more (interpreter shutdown)
-            return
-        self._aborts.add(task)
-        task.add_done_callback(self._aborts.discard)
+                self._aborts.start(self._abort(model, request_id))
 
     async def _abort(self, model: str, request_id: str) -> None:
         request = service_pb2.ModelInferRequest(model_name=model, id=f"{request_id}:abort")
@@ -163,7 +141,7 @@ class GrpcTritonClient:
         # The backend answers with an empty final response; Triton sends it only if asked.
         request.parameters["triton_enable_empty_final_response"].bool_param = True
         try:
-            call = self._stub.ModelStreamInfer(iter((request,)), timeout=_ABORT_TIMEOUT_S)
+            call = self._stub.ModelStreamInfer(iter((request,)), timeout=ABORT_TIMEOUT_S)
             async for reply in call:
                 if reply.error_message:
                     # e.g. a model that is not the vLLM backend's: nothing to stop there.
@@ -175,7 +153,6 @@ class GrpcTritonClient:
             log.debug("request %s: abort failed: %s", request_id, err)
 
     async def close(self) -> None:
-        if self._aborts:
-            await asyncio.wait(set(self._aborts), timeout=_ABORT_TIMEOUT_S)
+        await self._aborts.wait()
         if self._channel is not None:
             await self._channel.close()

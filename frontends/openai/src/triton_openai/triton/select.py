@@ -12,11 +12,12 @@ class ClientSelectionError(ValueError):
 
 def choose_client_kind(triton_url: str | None, model_repository: str | None,
                        in_process: bool, have_bindings: bool) -> str:
-    """Return "grpc" or "inprocess".
+    """Return "grpc", "http" or "inprocess".
 
     In-process serving is used only when asked for (a model repository given and
-    --in-process set); gRPC otherwise, because it lets the frontend run apart from
-    the server and works without the NGC-only bindings.
+    --in-process set).  Otherwise the URL's scheme picks the transport: `http://` for
+    Triton's HTTP endpoint (generate_stream), `grpc://` or none for KServe gRPC.  Both
+    let the frontend run apart from the server and work without the NGC-only bindings.
     """
     if in_process:
         if not have_bindings:
@@ -27,8 +28,15 @@ def choose_client_kind(triton_url: str | None, model_repository: str | None,
             raise ClientSelectionError("--in-process needs --model-repository")
         return "inprocess"
     if not triton_url:
-        raise ClientSelectionError("give --triton-url HOST:PORT (Triton's KServe gRPC endpoint)")
-    return "grpc"
+        raise ClientSelectionError("give --triton-url HOST:PORT (Triton's KServe gRPC endpoint) "
+                                   "or http://HOST:PORT (its HTTP endpoint)")
+    scheme, sep, _ = triton_url.partition("://")
+    if not sep or scheme == "grpc":
+        return "grpc"
+    if scheme == "http":
+        return "http"
+    raise ClientSelectionError(f"--triton-url {triton_url!r}: the scheme must be grpc:// "
+                               f"or http:// (https is not supported)")
 
 
 def create_client(triton_url: str | None, model_repository: str | None = None,
@@ -39,10 +47,10 @@ def create_client(triton_url: str | None, model_repository: str | None = None,
         from .inprocess import InProcessTritonClient
 
         return InProcessTritonClient(model_repository)
+    if kind == "http":
+        from .http_client import HttpTritonClient
+
+        return HttpTritonClient(triton_url)
     from .grpc_client import GrpcTritonClient
 
-    url = triton_url
-    for prefix in ("grpc://", "http://"):
-        if url.startswith(prefix):
-            url = url[len(prefix):]
-    return GrpcTritonClient(url)
+    return GrpcTritonClient(triton_url.removeprefix("grpc://"))

@@ -122,14 +122,50 @@ def parse_response(resp: InferResponse, n: int) -> GenerationChunk:
     return GenerationChunk(choices, int(n_in[0]) if n_in else None, resp.final)
 
 
+def merge_chunks(first: GenerationChunk, then: GenerationChunk) -> GenerationChunk:
+    """One chunk that says what `first` and then `then` say, choice by choice."""
+    choices = {c.index: c for c in first.choices}
+    for d in then.choices:
+        c = choices.get(d.index)
+        if c is None:
+            choices[d.index] = d
+            continue
+        merged_logprobs = c.logprobs
+        if d.logprobs is not None:
+            merged_logprobs = (c.logprobs or []) + d.logprobs
+        counts = [x for x in (c.num_output_tokens, d.num_output_tokens) if x is not None]
+        choices[d.index] = ChoiceDelta(
+            c.index, c.text + d.text, d.finish_reason or c.finish_reason,
+            sum(counts) if counts else None, merged_logprobs)
+    n_in = first.num_input_tokens if first.num_input_tokens is not None else then.num_input_tokens
+    return GenerationChunk(sorted(choices.values(), key=lambda c: c.index), n_in, then.final)
+
+
 async def generate(client: TritonClient, req: GenerationRequest) -> AsyncIterator[GenerationChunk]:
-    """Yield the backend's responses as parsed chunks (empty final responses included)."""
+    """Yield the backend's responses as parsed chunks (empty final responses included).
+
+    Responses that arrived together (the frontend fell behind the engine) become one
+    chunk: each chunk costs an event, a write and the client's parsing, so a busy
+    frontend catches up instead of falling further behind.
+    """
     inputs, outputs = build_inputs(req)
     n = int(req.sampling.get("n", 1) or 1)
     stream = client.stream_infer(req.model, inputs, outputs, req.request_id)
+    pending: GenerationChunk | None = None
     try:
         async for resp in stream:
-            yield parse_response(resp, n)
+            chunk = parse_response(resp, n)
+            if pending is not None:
+                chunk = merge_chunks(pending, chunk)
+                pending = None
+            if resp.more:
+                pending = chunk
+                continue
+            yield chunk
+    except TritonError:
+        if pending is not None:
+            yield pending  # what came before the error still reaches the client
+        raise
     finally:
         await stream.aclose()
 
