@@ -127,13 +127,10 @@ def make_plan(flags: Mapping[str, Any], host: HostFacts) -> BuildPlan:
     # Triton's own protocols: both unless the user named one of them.
     if not {"http", "grpc"} & set(endpoints):
         endpoints = ["http", "grpc"] + endpoints
-    if "openai" in endpoints:
-        if not any(b.name in LLM_BACKENDS for b in chosen):
-            raise ConflictError("--endpoint", "openai",
-                                f"needs a backend that serves LLMs: --backend={LLM_BACKENDS[0]}")
-        if "grpc" not in endpoints:
-            endpoints.append("grpc")
-            notes.append("--endpoint=openai implies --endpoint=grpc (the frontend talks gRPC)")
+    # The OpenAI frontend reaches Triton over whichever of the two the image serves.
+    if "openai" in endpoints and not any(b.name in LLM_BACKENDS for b in chosen):
+        raise ConflictError("--endpoint", "openai",
+                            f"needs a backend that serves LLMs: --backend={LLM_BACKENDS[0]}")
     order = {e: i for i, e in enumerate(ENDPOINTS)}
     endpoint_value = Sourced(tuple(sorted(endpoints, key=order.__getitem__)), source)
 

@@ -64,8 +64,16 @@ def test_starts_both_and_exits_when_one_dies(image):
     assert args[0] == "--model-repository=/models" and args[-1] == "--log-verbose=1"
     assert "--allow-metrics=true" in args and "--metrics-port=8002" in args
     assert (records / "triton-openai").read_text().split() == [
-        "--triton-url", "localhost:8001", "--host", "0.0.0.0", "--port", "9000"]
+        "--triton-url", "http://localhost:8000", "--host", "0.0.0.0", "--port", "9000"]
     assert (records / "triton-openai.term").exists()  # the survivor was stopped
+
+
+def test_frontend_uses_grpc_when_the_image_serves_no_http(image):
+    entry, records, env = image("--endpoint=grpc", "--endpoint=openai")
+    env.update(EXIT_AFTER="0.5", EXIT_WHO="tritonserver")
+    subprocess.run([str(entry)], env=env, timeout=30)
+    assert "--allow-http=false" in (records / "tritonserver").read_text().split()
+    assert (records / "triton-openai").read_text().split()[:2] == ["--triton-url", "localhost:8001"]
 
 
 def test_forwards_sigterm(image):
