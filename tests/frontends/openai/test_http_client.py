@@ -100,7 +100,7 @@ class FakeTritonHttp:
                     self.left_early.set()
                     return
                 await asyncio.sleep(0.005)
-                if writer.transport.is_closing() or (self.forever and writer.is_closing()):
+                if writer.is_closing():
                     break
         writer.write(b"0\r\n\r\n")
         try:

@@ -26,9 +26,13 @@ class TokenizerCache:
     def override(self) -> str | None:
         return self._override
 
+    def _source(self, model_path: str | None) -> str | None:
+        """Where a model's tokenizer comes from: --tokenizer, else the model's folder."""
+        return self._override or model_path
+
     def loaded(self, model_path: str | None) -> tuple[bool, Any | None]:
         """(True, tokenizer or None) when get() would not have to load anything."""
-        source = self._override or model_path
+        source = self._source(model_path)
         if not source:
             return True, None
         tok = self._cache.get(source, _MISSING)
@@ -36,7 +40,7 @@ class TokenizerCache:
 
     def get(self, model_path: str | None) -> Any | None:
         """The tokenizer for a model path, loaded once; None when none can be found."""
-        source = self._override or model_path
+        source = self._source(model_path)
         if not source:
             return None
         with self._lock:
