@@ -71,7 +71,7 @@ def offline(model, concurrency, max_tokens, rounds, min_requests) -> dict[int, f
            "min_requests": min_requests}
     done = subprocess.run([sys.executable, "-c", OFFLINE], input=json.dumps(job),
                           capture_output=True, text=True, env=dict(os.environ, **ENGINE_ENV))
-    lines = [l for l in done.stdout.splitlines() if l.startswith("RESULT ")]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
         sys.exit(f"offline engine failed:\n{done.stderr[-3000:]}")
     return {int(k): v for k, v in json.loads(lines[-1][7:]).items()}

@@ -38,10 +38,10 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -351,7 +351,7 @@ def summarize(runs: dict[tuple[str, int], list[LevelResult]]) -> dict:
             for other in ("triton", "vllm"):
                 if (frontend, c) in runs and (other, c) in runs:
                     per_round = [fe.tokens_per_s / o.tokens_per_s
-                                 for fe, o in zip(runs[(frontend, c)], runs[(other, c)])]
+                                 for fe, o in zip(runs[(frontend, c)], runs[(other, c)], strict=True)]
                     entry[f"{frontend}/{other}"] = {"median": round(_median(per_round), 2),
                                                     "min": round(min(per_round), 2),
                                                     "max": round(max(per_round), 2)}

@@ -50,9 +50,10 @@ CORPUS = [
     "The model generated tokens until it reached the maximum length or a stop word.",
 ]
 
-# Jinja chat template (no incidental whitespace, so no trim markers): system message, user/assistant turns, tool definitions, assistant
-# tool calls and tool results, and the generation prompt.  Tool calls are written as
-# JSON objects so that a JSON tool-call parser can read what the model would produce.
+# Jinja chat template (no incidental whitespace, so no trim markers): system message,
+# user/assistant turns, tool definitions, assistant tool calls and tool results, and the
+# generation prompt.  Tool calls are written as JSON objects so that a JSON tool-call
+# parser can read what the model would produce.
 CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% if tools %}"

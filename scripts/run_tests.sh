@@ -18,10 +18,16 @@ if [ -f "$repo/frontends/openai/pyproject.toml" ]; then
 fi
 
 cd "$repo"
+# Servers the suites start (triton-openai, the backend's stub) import this checkout's
+# frontend too, not whichever checkout was last installed into the shared environment.
+export PYTHONPATH="$repo/frontends/openai/src${PYTHONPATH:+:$PYTHONPATH}"
 pytest=("$TVB_VENV/bin/python" -m pytest -m "not gpu")
 if [ $# -gt 0 ]; then
     exec "${pytest[@]}" "$@"
 fi
+
+# Lint first: a finding fails the run as a test would (settings in pyproject.toml).
+"$TVB_VENV/bin/ruff" check "$repo"
 
 # qa/L0_build_image builds this tag; the image pass then runs what it built.  Removed
 # first, so that a failed build cannot leave an older image to be tested.

@@ -7,9 +7,19 @@ from .cli import main
 from .components import compose
 from .context import BuildFiles, write_build_dir
 from .engine import BuildCommand, DockerCli, Engine
-from .errors import (BuildFailedError, ConflictError, EngineError, EngineUnavailableError,
-                     MalformedValueError, SourceError, TritonBuildError, UnknownValueError,
-                     UnsupportedError, UsageError, ValidationError)
+from .errors import (
+    BuildFailedError,
+    ConflictError,
+    EngineError,
+    EngineUnavailableError,
+    MalformedValueError,
+    SourceError,
+    TritonBuildError,
+    UnknownValueError,
+    UnsupportedError,
+    UsageError,
+    ValidationError,
+)
 from .flags import parse_flags
 from .hostenv import HostFacts, discover
 from .plan import Backend, BuildPlan, Secret, Sourced

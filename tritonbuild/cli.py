@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .context import check_sources, write_build_dir
 from .engine import DockerCli, Engine

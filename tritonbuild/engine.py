@@ -10,8 +10,8 @@ import os
 import shlex
 import subprocess
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from .errors import BuildFailedError, EngineUnavailableError
 from .hostenv import docker_binary

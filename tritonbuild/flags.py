@@ -7,7 +7,8 @@ from a default and record which one the plan used.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .errors import UsageError
 

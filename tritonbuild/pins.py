@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import sys
 import tomllib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 VERSIONS_FILE = Path(__file__).resolve().parent.parent / "versions.toml"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(path: Path = VERSIONS_FILE) -> dict[str, Any]:
     with open(path, "rb") as f:
         return tomllib.load(f)

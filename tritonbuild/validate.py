@@ -6,12 +6,18 @@ ValidationError always means nothing was written.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from . import pins as pinfile
-from .errors import (ConflictError, MalformedValueError, UnknownValueError, UnsupportedError,
-                     ValidationError)
+from .errors import (
+    ConflictError,
+    MalformedValueError,
+    UnknownValueError,
+    UnsupportedError,
+    ValidationError,
+)
 from .flags import ENABLE_FEATURES
 from .hostenv import HostFacts
 from .plan import Backend, BuildPlan, Secret, Sourced

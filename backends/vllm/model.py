@@ -24,13 +24,11 @@ except locale.Error:
 import asyncio  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
-import os  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 import uuid  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import numpy as np  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 
 # Our helpers first, whatever else is on the path under the name `utils`.
@@ -90,8 +88,9 @@ class TritonPythonModel:
         self.health_check = engine_config.bool_setting(parameters, "ENABLE_VLLM_HEALTH_CHECK")
         report_metrics = engine_config.bool_setting(parameters, "REPORT_CUSTOM_METRICS")
 
-        from vllm.engine.arg_utils import AsyncEngineArgs
         import dataclasses
+
+        from vllm.engine.arg_utils import AsyncEngineArgs
 
         raw = engine_config.load_model_json(version_dir)
         engine_config.check_keys(raw, {f.name for f in dataclasses.fields(AsyncEngineArgs)})

@@ -3,6 +3,7 @@
 import pytest
 
 from qa.common import TritonServer, write_vllm_model
+
 from .vllm_suite import MODEL, engine_args
 
 

@@ -62,7 +62,7 @@ def test_pooling_model_config(server):
 
 def test_embeddings_match_sentence_transformers(server, expected):
     vectors, _ = expected
-    for sentence, vector in zip(SENTENCES, vectors):
+    for sentence, vector in zip(SENTENCES, vectors, strict=True):
         served = embed(server, text_input=sentence)["embedding"]
         assert len(served) == 384
         assert cosine(served, vector) > 0.999, sentence

@@ -15,8 +15,15 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from .vllm_suite import (MODEL, PROMPTS, OfflineReference, as_list, generate, generate_body,
-                         generate_stream)
+from .vllm_suite import (
+    MODEL,
+    PROMPTS,
+    OfflineReference,
+    as_list,
+    generate,
+    generate_body,
+    generate_stream,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -65,7 +72,7 @@ def test_auto_complete_fills_in_the_config(server):
 
 
 def test_greedy_generate_equals_offline_llm(server, reference):
-    for prompt, expected in zip(PROMPTS, reference):
+    for prompt, expected in zip(PROMPTS, reference, strict=True):
         out = _json(generate(server, MODEL, prompt, GREEDY, exclude_input_in_output=True,
                              return_logprobs=True))
         token_ids = [e["token_id"] for e in json.loads(out["logprobs"])]

@@ -23,12 +23,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from qa.common import free_port
+from tritonbuild import pins
+from tritonbuild.hostenv import docker_binary
 
-from qa.common import free_port  # noqa: E402
-from tritonbuild import pins  # noqa: E402
-from tritonbuild.hostenv import docker_binary  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.docker
 DOCKER = docker_binary()

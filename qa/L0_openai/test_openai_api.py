@@ -149,7 +149,7 @@ def test_completion_logprobs(oai):
     assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 6
     # Byte-level tokens that end inside a character decode to U+FFFD on their own.
     assert "".join(lp.tokens).replace("\ufffd", "") == r.choices[0].text.replace("\ufffd", "")
-    for tok, lp_, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+    for lp_, top in zip(lp.token_logprobs, lp.top_logprobs, strict=True):
         # Alternatives that decode to the same text (partial UTF-8) share one key.
         assert lp_ <= 0 and 1 <= len(top) <= 4
         # Greedy: the chosen token is the most likely one.

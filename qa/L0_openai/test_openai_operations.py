@@ -61,8 +61,9 @@ def test_size_limit_cors_names_and_json_logs(stack):
                 "Origin": "http://ui.test", "Access-Control-Request-Method": "POST"})
             assert r.headers.get("access-control-allow-origin") == "http://ui.test"
         time.sleep(0.2)
-        lines = [json.loads(l) for l in fe.log.splitlines() if l.startswith("{")]
-        assert any(l.get("path") == "/v1/completions" and l.get("status") == 200 for l in lines)
+        lines = [json.loads(line) for line in fe.log.splitlines() if line.startswith("{")]
+        assert any(entry.get("path") == "/v1/completions" and entry.get("status") == 200
+                   for entry in lines)
 
 
 @pytest.mark.parametrize("scheme", ["", "http://"])

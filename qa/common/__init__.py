@@ -6,12 +6,16 @@
 - `write_model_repository()` lays out a model repository for the vLLM backend;
   `make_tiny_lora()` makes a LoRA adapter for the tiny model.
 
-`qa/conftest.py` puts the repository root on `sys.path`, so tests import these as
+pytest's `pythonpath` setting puts the repository root on `sys.path`, so tests import these as
 `from qa.common import TritonServer`.
 """
 
-from qa.common.models import (make_tiny_lora, tiny_model_path, write_model_repository,
-                              write_vllm_model)
+from qa.common.models import (
+    make_tiny_lora,
+    tiny_model_path,
+    write_model_repository,
+    write_vllm_model,
+)
 from qa.common.tritonserver import ServerError, TritonServer, free_port
 
 __all__ = [

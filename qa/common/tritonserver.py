@@ -307,7 +307,7 @@ class TritonServer:
             self._container = None
         return code
 
-    def __enter__(self) -> "TritonServer":
+    def __enter__(self) -> TritonServer:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,7 +1,8 @@
 """Abort requests: which request they name, and the ids remembered for late arrivals."""
 
-import pytest
+import json
 
+import pytest
 from utils.abort import PARAMETER, AbortError, RecentAborts, target_of
 
 
@@ -11,7 +12,7 @@ def test_target_of_reads_the_request_parameters():
     assert target_of('{"max_tokens": 3}') is None  # an ordinary request
     assert target_of(f'{{"{PARAMETER}": "cmpl-1"}}') == "cmpl-1"
     assert target_of({PARAMETER: "cmpl-2"}) == "cmpl-2"
-    for bad in ('{"%s": ""}' % PARAMETER, '{"%s": 5}' % PARAMETER):
+    for bad in (json.dumps({PARAMETER: ""}), json.dumps({PARAMETER: 5})):
         with pytest.raises(AbortError, match=PARAMETER):
             target_of(bad)
 

@@ -1,10 +1,17 @@
 import json
 
 import pytest
-
-from utils.engine_config import (ConfigError, bool_setting, check_devices, check_keys,
-                                 check_published, load_model_json, published_parameters,
-                                 resolve_paths, runner_of)
+from utils.engine_config import (
+    ConfigError,
+    bool_setting,
+    check_devices,
+    check_keys,
+    check_published,
+    load_model_json,
+    published_parameters,
+    resolve_paths,
+    runner_of,
+)
 from utils.lora import UnknownAdapter, adapter_id, load_adapters
 from utils.lora import check_published as check_lora_published
 

@@ -2,7 +2,6 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from utils.io_spec import inputs_for, outputs_for
 from utils.outputs import Wanted, generate_outputs, pooling_outputs
 

@@ -1,7 +1,6 @@
 import json
 
 import pytest
-
 from utils.params import ParameterError, parse_sampling_parameters
 
 FIELDS = {"n", "temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "ignore_eos",

@@ -1,11 +1,10 @@
-from pathlib import Path
-
-from tritonbuild.context import check_sources, write_build_dir
-from tritonbuild.errors import SourceError
-from tritonbuild.components import ContextItem
-from tritonbuild.render import Rendered, render
 
 import pytest
+
+from tritonbuild.components import ContextItem
+from tritonbuild.context import check_sources, write_build_dir
+from tritonbuild.errors import SourceError
+from tritonbuild.render import Rendered, render
 
 
 def test_stages_only_what_the_image_needs(plan_for, tmp_path, wheelhouse):

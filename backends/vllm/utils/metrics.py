@@ -10,9 +10,8 @@ from __future__ import annotations
 import queue
 import threading
 
-from vllm.v1.metrics.loggers import StatLoggerBase
-
 import triton_python_backend_utils as pb_utils
+from vllm.v1.metrics.loggers import StatLoggerBase
 
 # Bucket bounds as vLLM's own Prometheus logger uses them (seconds, tokens).
 _TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,

@@ -32,7 +32,7 @@ def _logprob_entries(token_ids, logprobs) -> list[dict]:
     entries = []
     if logprobs is None:
         return entries
-    for token_id, alternatives in zip(token_ids, logprobs):
+    for token_id, alternatives in zip(token_ids, logprobs, strict=False):
         chosen = alternatives.get(token_id)
         entries.append({
             "token_id": int(token_id),

@@ -1,9 +1,8 @@
 import pytest
 from fastapi.testclient import TestClient
+from openai_fakes import FakeTokenizers, FakeTriton
 
 from triton_openai import FrontendConfig, build_app
-
-from openai_fakes import FakeTokenizers, FakeTriton
 
 
 @pytest.fixture

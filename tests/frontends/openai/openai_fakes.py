@@ -5,7 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 
-from triton_openai.triton.client import InferResponse, ModelInfo, Tensor, TritonError, deserialize_bytes
+from triton_openai.triton.client import (
+    InferResponse,
+    ModelInfo,
+    Tensor,
+    TritonError,
+    deserialize_bytes,
+)
 
 
 class FakeTokenizer:

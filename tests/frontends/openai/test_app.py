@@ -127,6 +127,7 @@ def test_shutdown_closes_triton_client(make_client, triton):
 def test_runner_from_outputs_without_discovery_parameters(make_client):
     """A config.pbtxt that does not write vllm_runner: the outputs tell an embedding model."""
     from openai_fakes import FakeTriton
+
     from triton_openai.triton.client import ModelInfo
 
     fake = FakeTriton(models=[

@@ -1,3 +1,5 @@
+import argparse
+
 import pytest
 
 from triton_openai.cli import build_parser, config_from_args
@@ -22,7 +24,7 @@ def test_entrypoint_flags(tmp_path, monkeypatch):
 
 
 def test_bad_served_name():
-    with pytest.raises(Exception):
+    with pytest.raises(argparse.ArgumentTypeError, match="TRITON_MODEL=PUBLIC_NAME"):
         config_from_args(build_parser().parse_args(["--served-model-name", "nope"]))
 
 

@@ -68,6 +68,7 @@ def test_disconnect_cancels_triton_request(triton):
     import asyncio
 
     from openai_fakes import FakeTokenizers
+
     from triton_openai import FrontendConfig, build_app
     from triton_openai.completions.protocol import CompletionRequest
 
@@ -92,6 +93,7 @@ def test_disconnect_cancels_non_streamed_request(triton):
 
     import pytest
     from openai_fakes import FakeTokenizers
+
     from triton_openai import FrontendConfig, build_app
     from triton_openai.completions.protocol import CompletionRequest
     from triton_openai.generation import ClientGone

@@ -45,7 +45,7 @@ class FakeTritonHttp:
                     return
                 lines = head.decode().split("\r\n")
                 method, path, _ = lines[0].split(" ")
-                headers = dict(l.lower().split(": ", 1) for l in lines[1:] if l)
+                headers = dict(line.lower().split(": ", 1) for line in lines[1:] if line)
                 body = None
                 if "content-length" in headers:
                     body = json.loads(await reader.readexactly(int(headers["content-length"])))

@@ -158,7 +158,7 @@ class _FakeStreamServer:
                 from tritonclient.grpc import service_pb2
 
                 async for request in request_iterator:
-                    def reply(final):
+                    def reply(final, request=request):
                         r = service_pb2.ModelStreamInferResponse()
                         r.infer_response.id = request.id
                         r.infer_response.parameters["triton_final_response"].bool_param = final

@@ -6,8 +6,9 @@ import asyncio
 import json
 import os
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 from .catalog import ModelCatalog, ServedModel
 from .errors import BadRequestError
@@ -100,7 +101,7 @@ class GenerationService:
                   ) -> AsyncIterator[tuple[int, GenerationChunk]]:
         """Generate for every prompt at once; yield (prompt index, chunk) as they come."""
         reqs = []
-        for p, sampling in zip(prompts, samplings):
+        for p, sampling in zip(prompts, samplings, strict=True):
             reqs.append(GenerationRequest(
                 model=model.triton_name, request_id=request_id(id_prefix), sampling=sampling,
                 stream=stream, prompt_text=p.text if p.ids is None else None, prompt_ids=p.ids,

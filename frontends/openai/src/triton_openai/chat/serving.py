@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -102,7 +102,7 @@ class ChatServing:
             return sse.EventStreamResponse(self._stream(ctx, stream))
         return await until_disconnected(raw, self._full(ctx, stream))
 
-    async def _full(self, ctx: "_Ctx", stream) -> Response:
+    async def _full(self, ctx: _Ctx, stream) -> Response:
         req, n = ctx.req, ctx.req.n
         texts, reasons, counts = [""] * n, [None] * n, [0] * n
         lps: list[list] = [[] for _ in range(n)]
@@ -134,7 +134,7 @@ class ChatServing:
                           "total_tokens": n_in + c_tok}}
         return Response(sse.dumps(body), media_type="application/json")
 
-    async def _stream(self, ctx: "_Ctx", stream) -> AsyncIterator[bytes]:
+    async def _stream(self, ctx: _Ctx, stream) -> AsyncIterator[bytes]:
         req, n = ctx.req, ctx.req.n
         head = {"id": ctx.rid, "object": "chat.completion.chunk", "created": ctx.created,
                 "model": ctx.model_id}

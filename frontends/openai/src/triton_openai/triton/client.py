@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Coroutine, Protocol, Sequence
+from typing import Any, Protocol
 
 # The vLLM backend's abort request: a request whose parameter of this name holds the
 # Triton id of the request to stop.
@@ -40,15 +41,15 @@ class Tensor:
 
     # --- constructors for the few kinds the vLLM backend takes -------------------
     @staticmethod
-    def bytes_(name: str, values: Sequence[bytes | str]) -> "Tensor":
+    def bytes_(name: str, values: Sequence[bytes | str]) -> Tensor:
         return Tensor(name, "BYTES", (len(values),), serialize_bytes(values))
 
     @staticmethod
-    def bool_(name: str, value: bool) -> "Tensor":
+    def bool_(name: str, value: bool) -> Tensor:
         return Tensor(name, "BOOL", (1,), b"\x01" if value else b"\x00")
 
     @staticmethod
-    def int64s(name: str, values: Sequence[int]) -> "Tensor":
+    def int64s(name: str, values: Sequence[int]) -> Tensor:
         return Tensor(name, "INT64", (len(values),), struct.pack(f"<{len(values)}q", *values))
 
     # --- decoders -------------------------------------------------------------

@@ -9,13 +9,21 @@ protobuf parse and lets a client disconnect cancel the Triton request at once.
 from __future__ import annotations
 
 import logging
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from .client import (ABORT_PARAMETER, ABORT_TIMEOUT_S, AbortTasks, InferResponse, ModelInfo,
-                     Tensor, TritonError, classify_model_error)
+from .client import (
+    ABORT_PARAMETER,
+    ABORT_TIMEOUT_S,
+    AbortTasks,
+    InferResponse,
+    ModelInfo,
+    Tensor,
+    TritonError,
+    classify_model_error,
+)
 
 log = logging.getLogger("triton_openai.triton")
 

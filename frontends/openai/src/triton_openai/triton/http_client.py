@@ -17,14 +17,22 @@ import asyncio
 import logging
 import socket
 from collections import deque
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 from urllib.parse import quote, urlsplit
 
 import httptools
 import msgspec
 
-from .client import (ABORT_PARAMETER, AbortTasks, InferResponse, ModelInfo, Tensor, TritonError,
-                     Values, classify_model_error)
+from .client import (
+    ABORT_PARAMETER,
+    AbortTasks,
+    InferResponse,
+    ModelInfo,
+    Tensor,
+    TritonError,
+    Values,
+    classify_model_error,
+)
 
 log = logging.getLogger("triton_openai.triton")
 
@@ -200,7 +208,7 @@ class HttpTritonClient:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(lambda: _Connection(self._host_header), self._host,
                                        self._port), _CONNECT_TIMEOUT_S)
-        except (OSError, asyncio.TimeoutError) as err:
+        except (TimeoutError, OSError) as err:
             raise TritonError(f"cannot reach Triton at {self._host}:{self._port}: {err}",
                               503) from None
         return conn
@@ -251,7 +259,7 @@ class HttpTritonClient:
         try:
             conn = await asyncio.wait_for(self._open(method, path, data, False), _UNARY_TIMEOUT_S)
             reply = await asyncio.wait_for(conn.body(), _UNARY_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if conn is not None:
                 conn.close()
             raise TritonError(f"Triton did not answer {method} {path} in time", 503) from None
@@ -353,7 +361,7 @@ class HttpTritonClient:
                         pass
             finally:
                 self._release(conn)
-        except (TritonError, asyncio.TimeoutError) as err:
+        except (TimeoutError, TritonError) as err:
             log.debug("request %s: abort failed: %r", request_id, err)
 
     async def close(self) -> None:

@@ -7,7 +7,7 @@ that the frontend works everywhere else over gRPC.
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from .client import InferResponse, ModelInfo, Tensor, TritonError
 

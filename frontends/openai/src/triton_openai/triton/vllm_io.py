@@ -8,8 +8,9 @@ elements in choice order; streaming responses carry only new text.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any
 
 from .client import InferResponse, Tensor, TritonClient, TritonError
 
