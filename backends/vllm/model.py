@@ -31,11 +31,11 @@ from pathlib import Path  # noqa: E402
 
 import triton_python_backend_utils as pb_utils  # noqa: E402
 
-# Our helpers first, whatever else is on the path under the name `utils`.
+# Our helpers first, whatever else is on the path under these names.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from utils import abort, engine_config, io_spec, lora, outputs, params  # noqa: E402
-from utils.engine_config import ConfigError  # noqa: E402
+from triton_vllm_backend import abort, engine_config, io_spec, lora, outputs, params  # noqa: E402
+from triton_vllm_backend.engine_config import ConfigError  # noqa: E402
 
 # How often running requests are checked for cancellation, in seconds.
 CANCEL_POLL_S = 0.05
@@ -111,7 +111,7 @@ class TritonPythonModel:
             if engine_args.disable_log_stats:
                 raise ConfigError('REPORT_CUSTOM_METRICS needs vLLM\'s statistics: set '
                                   '"disable_log_stats": false in model.json')
-            from utils.metrics import make_factory
+            from triton_vllm_backend.metrics import make_factory
             labels = {"model": self.model_name, "version": str(self.version)}
             stat_factories = [make_factory(labels, self.stat_loggers)]
 
@@ -125,7 +125,7 @@ class TritonPythonModel:
         # cancelled, so the generation would run to its end.
         self._active: dict[str, tuple] = {}
         self._cancelled: set[str] = set()  # ids in _active whose client went away
-        # Triton request id -> ids in _active, for abort requests (utils/abort.py).
+        # Triton request id -> ids in _active, for abort requests (triton_vllm_backend/abort.py).
         self._by_client_id: dict[str, set[str]] = {}
         self._recent_aborts = abort.RecentAborts()
         self._healthy = True

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from utils.abort import PARAMETER, AbortError, RecentAborts, target_of
+from triton_vllm_backend.abort import PARAMETER, AbortError, RecentAborts, target_of
 
 
 def test_target_of_reads_the_request_parameters():

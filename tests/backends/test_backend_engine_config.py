@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from utils.engine_config import (
+from triton_vllm_backend.engine_config import (
     ConfigError,
     bool_setting,
     check_devices,
@@ -12,8 +12,8 @@ from utils.engine_config import (
     resolve_paths,
     runner_of,
 )
-from utils.lora import UnknownAdapter, adapter_id, load_adapters
-from utils.lora import check_published as check_lora_published
+from triton_vllm_backend.lora import UnknownAdapter, adapter_id, load_adapters
+from triton_vllm_backend.lora import check_published as check_lora_published
 
 KNOWN = {"model", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size",
          "runner", "enable_lora", "dtype", "tokenizer"}

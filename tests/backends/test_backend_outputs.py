@@ -2,8 +2,8 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
-from utils.io_spec import inputs_for, outputs_for
-from utils.outputs import Wanted, generate_outputs, pooling_outputs
+from triton_vllm_backend.io_spec import inputs_for, outputs_for
+from triton_vllm_backend.outputs import Wanted, generate_outputs, pooling_outputs
 
 
 @dataclass
