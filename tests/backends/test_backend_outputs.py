@@ -37,6 +37,7 @@ def test_complete_answer_with_every_output():
           {9: Logprob(-0.5, 1, "c")}]
     result = Result([Choice(0, "ac", [7, 9], -0.6, lp, "length")])
     out = generate_outputs(result, 1, ALL, prefix="P:")
+    assert set(out) == {o["name"] for o in outputs_for("generate")}  # what auto-complete declares
     assert out["text_output"].tolist() == [b"P:ac"]
     assert out["finish_reason"].tolist() == [b"length"]
     assert out["cumulative_logprob"].dtype == np.float32
@@ -80,6 +81,7 @@ def test_pooling_output():
         prompt_token_ids: list
 
     out = pooling_outputs(PoolingResult(Pooled([0.5, 1.5]), [1, 2]), Wanted(num_input_tokens=True))
+    assert set(out) == {o["name"] for o in outputs_for("pooling")}
     assert out["embedding"].dtype == np.float32 and out["embedding"].tolist() == [0.5, 1.5]
     assert out["num_input_tokens"].tolist() == [2]
 
