@@ -13,13 +13,13 @@ import importlib.util
 import json
 import sys
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import fake_pb_utils as pb
 import numpy as np
 import pytest
 from triton_vllm_backend import io_spec, params
+from vllm_fakes import Choice, Pooled, PoolingResult, Result
 
 MODEL_PY = Path(__file__).resolve().parents[2] / "backends" / "vllm" / "model.py"
 
@@ -35,27 +35,9 @@ def model_module():
 
 
 # ------------------------------------------------------------------ fake vLLM
-@dataclass
-class Choice:
-    index: int
-    text: str
-    token_ids: list
-    finish_reason: str | None = None
-    cumulative_logprob: float | None = None
-    logprobs: list | None = None
-
-
-@dataclass
-class Result:
-    outputs: list
-    finished: bool
-    prompt: str = ""
-    prompt_token_ids: list = field(default_factory=list)
-
-
-@dataclass
-class Sampling:
-    n: int = 1
+class Sampling:  # vLLM's SamplingParams
+    def __init__(self, n: int = 1):
+        self.n = n
 
 
 class FakeEngine:
@@ -74,22 +56,13 @@ class FakeEngine:
         self.running.set()
         for i, text in enumerate(self.steps):
             last = i == len(self.steps) - 1 and not self.hold
-            yield Result([Choice(0, text, [i], "stop" if last else None)], last,
-                         prompt.get("prompt", ""), [7, 8])
+            yield Result([Choice(0, text, [i], finish_reason="stop" if last else None)],
+                         finished=last, prompt=prompt.get("prompt", ""))
         if self.hold:
             await self._abort.wait()
-            yield Result([Choice(0, "", [], "abort")], True)
+            yield Result([Choice(0, "", [], finish_reason="abort")])
 
     async def encode(self, prompt, pooling_params, request_id):
-        @dataclass
-        class Pooled:
-            data: list
-
-        @dataclass
-        class PoolingResult:
-            outputs: Pooled
-            prompt_token_ids: list
-
         yield PoolingResult(Pooled([0.25, 0.5]), [1, 2, 3])
 
     async def abort(self, ids):

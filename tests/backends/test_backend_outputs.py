@@ -1,33 +1,9 @@
 import json
-from dataclasses import dataclass, field
 
 import numpy as np
 from triton_vllm_backend.io_spec import inputs_for, outputs_for
 from triton_vllm_backend.outputs import Wanted, generate_outputs, pooling_outputs
-
-
-@dataclass
-class Logprob:
-    logprob: float
-    rank: int
-    decoded_token: str
-
-
-@dataclass
-class Choice:
-    index: int
-    text: str
-    token_ids: list
-    cumulative_logprob: float | None = None
-    logprobs: list | None = None
-    finish_reason: str | None = None
-
-
-@dataclass
-class Result:
-    outputs: list
-    prompt_token_ids: list = field(default_factory=lambda: [1, 2, 3])
-
+from vllm_fakes import Choice, Logprob, Pooled, PoolingResult, Result
 
 ALL = Wanted(True, True, True, True, True)
 
@@ -71,15 +47,6 @@ def test_stream_delta_per_choice():
 
 
 def test_pooling_output():
-    @dataclass
-    class Pooled:
-        data: list
-
-    @dataclass
-    class PoolingResult:
-        outputs: Pooled
-        prompt_token_ids: list
-
     out = pooling_outputs(PoolingResult(Pooled([0.5, 1.5]), [1, 2]), Wanted(num_input_tokens=True))
     assert set(out) == {o["name"] for o in outputs_for("pooling")}
     assert out["embedding"].dtype == np.float32 and out["embedding"].tolist() == [0.5, 1.5]

@@ -116,6 +116,6 @@ class ModelCatalog:
         if model is None:
             raise ModelNotFoundError(f"The model `{model_id}` does not exist.", param="model")
         if runner is not None and model.runner != runner:
-            kind = "embedding" if runner == "pooling" else "text generation"
+            kind = "embedding" if runner == wire.POOLING else "text generation"
             raise BadRequestError(f"The model `{model_id}` does not serve {kind}.", param="model")
         return model
