@@ -284,8 +284,11 @@ def resolve_images(r: Resolution) -> Resolved:
                                    "gpu-base is the GPU image's base: add --enable-gpu")
         base = images.get("base", Sourced(pinfile.get("base.cpu_image"), "default"))
         python = Sourced(pinfile.get("base.cpu_python"), "default")
-    inference = images.get("inference",
-                           Sourced(base.value, "default", "same as the build stages"))
+    # Without --image=inference the final stage starts from the build stages' image, so
+    # an --image flag that picked that one implies it.
+    same = Sourced(base.value, "default" if base.source == "default" else "implied",
+                   "same as the build stages")
+    inference = images.get("inference", same)
     return {"base_image": base, "inference_image": inference, "python_version": python}
 
 
