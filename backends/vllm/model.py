@@ -198,7 +198,8 @@ class TritonPythonModel:
             return None if tensor is None else tensor.as_numpy()
 
         prompt, wanted = jobs.read_prompt(get), jobs.read_wanted(get)
-        request_id, client_id = jobs.new_id(), request.request_id()
+        client_id = request.request_id()
+        request_id = jobs.new_id(client_id)
         if self.runner == io_spec.POOLING:
             return EmbedJob(request_id, client_id, prompt, wanted)
         given = jobs.read_generate_inputs(get, request.parameters)

@@ -45,6 +45,8 @@ def write_repository(root: Path, tiny_model: Path) -> Path:
         "model": str(tiny_model), "max_model_len": MAX_MODEL_LEN, "seed": 0,
         # vLLM's statistics feed the vllm: metrics that show a request was freed.
         "disable_log_stats": False,
+        # vLLM logs each request it adds, by an id that starts with the Triton request id.
+        "enable_log_requests": True,
         # Compact JSON under structured outputs: free whitespace lets a random model pad
         # an answer with newlines until max_tokens, and then it does not parse.
         "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},

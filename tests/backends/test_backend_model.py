@@ -253,3 +253,13 @@ def test_an_embedding_model_answers_with_the_vector(serve):
     [response] = request.sender.wait()
     assert response.outputs["embedding"].tolist() == [0.25, 0.5]
     assert response.outputs["num_input_tokens"].tolist() == [3]
+
+
+def test_vllms_request_id_leads_with_the_triton_request_id(serve):
+    engine = FakeEngine(steps=("He",))
+    model = serve(engine)
+    first, second = generate_request(request_id="trace-7"), generate_request(request_id="trace-7")
+    model.execute([first, second])
+    first.sender.wait(), second.sender.wait()
+    assert all(rid.startswith("trace-7-") for rid in engine.started)
+    assert len(set(engine.started)) == 2  # unique in vLLM even when the client's ids are not

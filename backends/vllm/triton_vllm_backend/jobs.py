@@ -43,8 +43,12 @@ class GenerateInputs:
     exclude_input: bool
 
 
-def new_id() -> str:
-    return uuid.uuid4().hex
+def new_id(client_id: str = "") -> str:
+    """vLLM's id for a request: unique, and led by the Triton request id the client chose,
+    so that vLLM's log lines (`enable_log_requests` in model.json) and this backend's
+    name the id the client, Triton and the OpenAI frontend know it by."""
+    suffix = uuid.uuid4().hex
+    return f"{client_id}-{suffix[:12]}" if client_id else suffix
 
 
 def flag(get: InputGetter, name: str, default: bool = False) -> bool:

@@ -87,7 +87,7 @@ class FakeTriton:
 
     async def stream_infer(self, model, inputs, outputs, request_id):
         req = _inputs(inputs)
-        req["model"], req["outputs"] = model, outputs
+        req["model"], req["outputs"], req["request_id"] = model, outputs, request_id
         self.requests.append(req)
         if self.fail:
             raise self.fail

@@ -118,8 +118,8 @@ def test_disconnect_cancels_non_streamed_request(triton):
         serving = app.state.completions
         original = serving.gen.run
 
-        def streaming_run(model, prompts, samplings, stream, logprobs, prefix):
-            return original(model, prompts, samplings, True, logprobs, prefix)
+        def streaming_run(model, prompts, samplings, stream, logprobs):
+            return original(model, prompts, samplings, True, logprobs)
 
         serving.gen.run = streaming_run
         with pytest.raises(ClientGone):

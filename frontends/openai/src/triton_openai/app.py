@@ -65,6 +65,7 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     if config.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins,
                            allow_methods=["GET", "POST", "OPTIONS"],
-                           allow_headers=["authorization", "content-type"])
+                           allow_headers=["authorization", "content-type", "x-request-id"],
+                           expose_headers=["x-request-id"])
     app.add_middleware(AccessMiddleware, registry=registry, log_format=config.log_format)
     return app

@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from . import request_ids
 from .catalog import ModelCatalog, ServedModel
 from .fanin import merge
 from .prompts import Prompt, TokenBudget
-from .request_ids import request_id
 from .tokenizers import TokenizerCache
 from .triton import vllm_io
 from .triton.client import TritonClient
@@ -33,13 +33,17 @@ class GenerationService:
         return await asyncio.to_thread(self.tokenizers.get, model.model_path)
 
     async def run(self, model: ServedModel, prompts: list[Prompt], samplings: list[dict[str, Any]],
-                  stream: bool, logprobs: bool, id_prefix: str
+                  stream: bool, logprobs: bool
                   ) -> AsyncIterator[tuple[int, GenerationChunk]]:
-        """Generate for every prompt at once; yield (prompt index, chunk) as they come."""
+        """Generate for every prompt at once; yield (prompt index, chunk) as they come.
+
+        Every Triton request carries the HTTP request's id: an abort naming it stops them
+        all, and the backend's log lines name it."""
+        rid = request_ids.current()
         reqs = []
         for p, sampling in zip(prompts, samplings, strict=True):
             reqs.append(GenerationRequest(
-                model=model.triton_name, request_id=request_id(id_prefix), sampling=sampling,
+                model=model.triton_name, request_id=rid, sampling=sampling,
                 stream=stream, prompt_text=p.text if p.ids is None else None, prompt_ids=p.ids,
                 logprobs=logprobs))
         if model.lora_name:

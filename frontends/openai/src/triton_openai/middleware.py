@@ -12,7 +12,8 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from .errors import AuthenticationError, RequestTooLargeError
+from . import request_ids
+from .errors import AuthenticationError, BadRequestError, RequestTooLargeError
 
 access_log = logging.getLogger("triton_openai.access")
 
@@ -83,7 +84,8 @@ class _TooLarge(Exception):
 
 
 class AccessMiddleware:
-    """One access-log line and the request metrics per request, when the response ends."""
+    """One access-log line and the request metrics per request, when the response ends;
+    the request's id (`X-Request-Id`, taken or made) on the response and in the line."""
 
     def __init__(self, app, registry: CollectorRegistry, log_format: str = "text"):
         self.app = app
@@ -105,18 +107,32 @@ class AccessMiddleware:
         start = time.perf_counter()
         status = 500
         first = None
+        given = dict(scope["headers"]).get(request_ids.HEADER.encode())
+        rid = given.decode("latin-1") if given is not None else request_ids.new_id()
+        valid = request_ids.is_valid(rid)
+        if not valid:
+            rid = request_ids.new_id()
+        header = (request_ids.HEADER.encode(), rid.encode("latin-1"))
 
         async def send_wrapper(message):
             nonlocal status, first
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message["headers"] = [*message.get("headers", []), header]
             elif first is None and message["type"] == "http.response.body" and message.get("body"):
                 first = time.perf_counter()
             await send(message)
 
+        token = request_ids.set_current(rid)
         try:
-            await self.app(scope, receive, send_wrapper)
+            if not valid:
+                await _send_error(send_wrapper, BadRequestError(
+                    f"X-Request-Id must be 1 to {request_ids.MAX_LENGTH} printable ASCII "
+                    "characters without spaces", param="X-Request-Id"))
+            else:
+                await self.app(scope, receive, send_wrapper)
         finally:
+            request_ids.reset_current(token)
             end = time.perf_counter()
             # The route's template, not the raw path: model ids in paths and unknown URLs
             # would otherwise grow the metric registry without bound.
@@ -130,8 +146,8 @@ class AccessMiddleware:
             if self.json:
                 access_log.info(json.dumps({
                     "client": f"{client[0]}:{client[1]}", "method": scope["method"],
-                    "path": scope["path"], "status": status,
+                    "path": scope["path"], "status": status, "request_id": rid,
                     "duration_ms": round((end - start) * 1000, 2)}))
             else:
-                access_log.info('%s:%s "%s %s" %s %.1fms', client[0], client[1], scope["method"],
-                                scope["path"], status, (end - start) * 1000)
+                access_log.info('%s:%s "%s %s" %s %.1fms %s', client[0], client[1],
+                                scope["method"], scope["path"], status, (end - start) * 1000, rid)

@@ -50,7 +50,7 @@ class ChatServing:
         sampling = self._sampling(req, model, prompt, tools)
         rid = request_id("chatcmpl")
         ctx = ChatContext(req, model.id, rid, int(time.time()), tools, prompt.num_tokens)
-        stream = self.gen.run(model, [prompt], [sampling], req.stream, req.logprobs, "chatcmpl")
+        stream = self.gen.run(model, [prompt], [sampling], req.stream, req.logprobs)
         if req.stream:
             stream = await primed(stream)
             return event_stream_response(chat_events(ctx, stream), stream)

@@ -65,7 +65,8 @@ class CompletionsServing:
 
         rid = request_id("cmpl")
         created = int(time.time())
-        stream = self.gen.run(model, prompts, samplings, req.stream, req.logprobs is not None, "cmpl")
+        stream = self.gen.run(model, prompts, samplings, req.stream,
+                               req.logprobs is not None)
         if req.stream:
             stream = await primed(stream)
             return event_stream_response(

@@ -8,9 +8,9 @@ import struct
 
 from fastapi.responses import Response
 
+from .. import request_ids
 from ..catalog import ModelCatalog
 from ..errors import BadRequestError
-from ..request_ids import request_id
 from ..responses import json_response
 from ..triton import vllm_io
 from ..triton.client import TritonClient
@@ -38,7 +38,7 @@ class EmbeddingsServing:
         if any(isinstance(i, str) and i == "" for i in items):
             raise BadRequestError("input must not contain empty strings", param="input")
         results = await asyncio.gather(*(
-            vllm_io.embed(self.client, model.triton_name, request_id("embd"),
+            vllm_io.embed(self.client, model.triton_name, request_ids.current(),
                           text=i if isinstance(i, str) else None,
                           ids=list(i) if not isinstance(i, str) else None)
             for i in items))
