@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from triton_vllm_backend import (  # noqa: E402
     abort,
+    compact_json,
     engine_config,
     io_spec,
     jobs,
@@ -105,6 +106,7 @@ class TritonPythonModel:
         engine_config.check_keys(raw, {f.name for f in dataclasses.fields(AsyncEngineArgs)})
         engine_config.check_devices(raw, args.get("model_instance_kind", "CPU"))
         raw = engine_config.resolve_paths(raw, version_dir)
+        self._compact_json = compact_json.engine_is_compact(raw)
         self.runner = engine_config.runner_of(raw)
         engine_config.check_published(parameters, raw)
         self.adapters = lora.load_adapters(version_dir, bool(raw.get("enable_lora")))
@@ -223,6 +225,7 @@ class TritonPythonModel:
             kwargs["logprobs"] = 0
         try:
             if structured is not None:
+                structured = compact_json.enforce(structured, self._compact_json)
                 kwargs["structured_outputs"] = StructuredOutputsParams(**structured)
             # Streams take each step's delta; a complete answer needs only the last output.
             kind = RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY

@@ -28,6 +28,12 @@ class FakeTokenizer:
     def decode(self, ids):
         return " ".join("x" * i for i in ids)
 
+    def convert_ids_to_tokens(self, ids):
+        return ["x" * i for i in ids]
+
+    def __len__(self):
+        return 100
+
     def apply_chat_template(self, messages, tools=None, chat_template=None, tokenize=False,
                             add_generation_prompt=True, continue_final_message=False, **kw):
         import jinja2

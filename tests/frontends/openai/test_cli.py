@@ -13,20 +13,33 @@ def test_entrypoint_flags(tmp_path, monkeypatch):
     args = build_parser().parse_args([
         "--triton-url", "localhost:8001", "--host", "0.0.0.0", "--port", "9000",
         "--served-model-name", "vllm_model=tiny", "--chat-template", str(template),
+        "--served-model-name", "other=a,b", "--served-model-name", "other=c",
+        "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
+        "--generation-config", "vllm", "--compact-json",
         "--cors-origins", "http://a, http://b", "--max-request-bytes", "1000",
         "--log-format", "json"])
     cfg = config_from_args(args)
     assert cfg.triton_url == "localhost:8001" and cfg.port == 9000
     assert cfg.api_key == "k"
-    assert cfg.served_model_names == {"vllm_model": "tiny"}
+    assert cfg.served_model_names == {"vllm_model": ["tiny"], "other": ["a", "b", "c"]}
+    assert (cfg.tool_call_parser, cfg.reasoning_parser) == ("hermes", "qwen3")
+    assert cfg.generation_config == "vllm" and cfg.compact_json
     assert cfg.chat_template == "{{ messages }}"
     assert cfg.cors_origins == ["http://a", "http://b"]
     assert cfg.triton_metrics_url == "http://localhost:8002/metrics"
 
 
-def test_bad_served_name():
+@pytest.mark.parametrize("value", ["nope", "m=", "m=a,,b"])
+def test_bad_served_name(value):
     with pytest.raises(argparse.ArgumentTypeError, match="TRITON_MODEL=PUBLIC_NAME"):
-        config_from_args(build_parser().parse_args(["--served-model-name", "nope"]))
+        config_from_args(build_parser().parse_args(["--served-model-name", value]))
+
+
+def test_a_generation_config_that_is_no_folder_is_refused():
+    from triton_openai import build_app
+
+    with pytest.raises(ValueError, match="--generation-config"):
+        build_app(FrontendConfig(generation_config="/nonexistent"), client=object())
 
 
 def test_public_api():

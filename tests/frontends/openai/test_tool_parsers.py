@@ -25,3 +25,32 @@ def test_mistral():
 def test_unknown_parser():
     with pytest.raises(ValueError):
         get_parser("nope")
+
+
+def test_hermes_calls_after_content():
+    p = get_parser("hermes")
+    text = ('Let me look.\n<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call>\n'
+            '<tool_call>{"name": "g", "arguments": {}}</tool_call>')
+    content, calls = p.parse(text)
+    assert content == "Let me look." and [c.name for c in calls] == ["f", "g"]
+    assert json.loads(calls[0].arguments) == {"x": 1}
+    assert p.parse("<tool_call>not json</tool_call>") == ("<tool_call>not json</tool_call>", [])
+    assert p.may_be_call("<tool_") and p.may_be_call(" <tool_call>{") and not p.may_be_call("Hi")
+
+
+def test_pythonic_calls():
+    p = get_parser("pythonic")
+    content, calls = p.parse('[get_weather(city="Paris", days=2), math.add(a=[1, 2])]')
+    assert content is None and [c.name for c in calls] == ["get_weather", "math.add"]
+    assert json.loads(calls[0].arguments) == {"city": "Paris", "days": 2}
+    assert json.loads(calls[1].arguments) == {"a": [1, 2]}
+    assert p.parse("<|python_start|>[f()]<|python_end|>")[1][0].name == "f"
+    for text in ("[f(x)]", "[f(a=g())]", "[1, 2]", "[]", "hello", "[f(a=1"):
+        assert p.parse(text) == (text, [])
+    assert p.may_be_call("[") and not p.may_be_call("The")
+
+
+def test_every_parser_is_listed():
+    from triton_openai.tool_parsers import parser_names
+
+    assert parser_names() == ["hermes", "llama3_json", "mistral", "pythonic"]

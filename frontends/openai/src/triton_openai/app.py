@@ -23,6 +23,9 @@ from .health.serving import HealthServing
 from .middleware import AccessMiddleware, ApiKeyMiddleware, BodyLimitMiddleware
 from .models import router as models_router
 from .models.serving import ModelsServing
+from .sampling_defaults import SamplingDefaults
+from .tokenization import router as tokenization_router
+from .tokenization.serving import TokenizationServing
 from .tokenizers import TokenizerCache
 from .triton import TritonClient, create_client
 
@@ -42,19 +45,23 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
                   docs_url=None, redoc_url=None)
     registry = CollectorRegistry()
     catalog = ModelCatalog(client, config.served_model_names)
-    generation = GenerationService(client, catalog, TokenizerCache(config.tokenizer))
+    generation = GenerationService(client, catalog, TokenizerCache(config.tokenizer),
+                                   SamplingDefaults(config.generation_config),
+                                   config.compact_json)
 
     app.state.config = config
     app.state.triton = client
     app.state.catalog = catalog
     app.state.models = ModelsServing(catalog)
     app.state.completions = CompletionsServing(generation)
-    app.state.chat = ChatServing(generation, config.chat_template, config.tool_call_parser)
+    app.state.chat = ChatServing(generation, config.chat_template, config.tool_call_parser,
+                                 config.reasoning_parser)
     app.state.embeddings = EmbeddingsServing(client, catalog)
+    app.state.tokenization = TokenizationServing(generation, config.chat_template)
     app.state.health = HealthServing(client, catalog, registry, config.triton_metrics_url)
 
     for surface in (models_router, completions_router, chat_router, embeddings_router,
-                    health_router):
+                    tokenization_router, health_router):
         surface.attach_router(app)
     errors.install_handlers(app)
 

@@ -38,29 +38,40 @@ def _runner_from_outputs(outputs: tuple[str, ...]) -> str:
     return wire.GENERATE
 
 
-def _served_models(info: ModelInfo, names: dict[str, str], created: int) -> list[ServedModel]:
+def _public_names(names: dict[str, str | list[str]], triton_name: str) -> list[str]:
+    given = names.get(triton_name) or [triton_name]
+    return [given] if isinstance(given, str) else list(given)
+
+
+def _served_models(info: ModelInfo, names: dict[str, str | list[str]],
+                   created: int) -> list[ServedModel]:
+    """The model under each of its public names, and each LoRA adapter under each."""
     params = info.parameters
     if wire.MODEL_PARAMETER not in params and info.backend != "vllm":
         return []
     runner = params.get(wire.RUNNER_PARAMETER) or _runner_from_outputs(info.outputs)
     max_len = params.get(wire.MAX_MODEL_LEN_PARAMETER)
-    base = ServedModel(
-        id=names.get(info.name, info.name), triton_name=info.name,
-        model_path=params.get(wire.MODEL_PARAMETER) or None, runner=runner,
-        max_model_len=int(max_len) if max_len and max_len.isdigit() else None, created=created)
-    out = [base]
-    # LoRA adapters the backend loaded from multi_lora.json, published as a comma list.
-    for lora in filter(None, (params.get(wire.LORA_NAMES_PARAMETER) or "").split(",")):
-        lora = lora.strip()
-        out.append(ServedModel(
-            id=f"{base.id}:{lora}", triton_name=info.name, model_path=base.model_path,
-            runner=runner, max_model_len=base.max_model_len, created=created,
-            parent=base.id, lora_name=lora))
+    out = []
+    for public in _public_names(names, info.name):
+        base = ServedModel(
+            id=public, triton_name=info.name,
+            model_path=params.get(wire.MODEL_PARAMETER) or None, runner=runner,
+            max_model_len=int(max_len) if max_len and max_len.isdigit() else None,
+            created=created)
+        out.append(base)
+        # LoRA adapters the backend loaded from multi_lora.json, published as a comma list.
+        for lora in filter(None, (params.get(wire.LORA_NAMES_PARAMETER) or "").split(",")):
+            lora = lora.strip()
+            out.append(ServedModel(
+                id=f"{base.id}:{lora}", triton_name=info.name, model_path=base.model_path,
+                runner=runner, max_model_len=base.max_model_len, created=created,
+                parent=base.id, lora_name=lora))
     return out
 
 
 class ModelCatalog:
-    def __init__(self, client: TritonClient, served_names: dict[str, str] | None = None,
+    def __init__(self, client: TritonClient,
+                 served_names: dict[str, str | list[str]] | None = None,
                  max_age: float = 5.0):
         self._client = client
         self._names = served_names or {}

@@ -9,18 +9,22 @@ import os
 import sys
 
 from .config import FrontendConfig
+from .reasoning import parser_names as reasoning_parser_names
+from .tool_parsers import parser_names as tool_parser_names
 
 API_KEY_ENV = "TRITON_OPENAI_API_KEY"
 
 
-def parse_served_names(values: list[str]) -> dict[str, str]:
-    out = {}
+def parse_served_names(values: list[str]) -> dict[str, list[str]]:
+    """TRITON=NAME[,ALIAS...], repeatable: a model's public names, in the order given."""
+    out: dict[str, list[str]] = {}
     for v in values:
-        triton, sep, public = v.partition("=")
-        if not sep or not triton or not public:
+        triton, sep, publics = v.partition("=")
+        names = [n.strip() for n in publics.split(",")]
+        if not sep or not triton or not all(names):
             raise argparse.ArgumentTypeError(
-                f"--served-model-name takes TRITON_MODEL=PUBLIC_NAME, not {v!r}")
-        out[triton] = public
+                f"--served-model-name takes TRITON_MODEL=PUBLIC_NAME[,ALIAS...], not {v!r}")
+        out.setdefault(triton, []).extend(n for n in names if n not in out.get(triton, []))
     return out
 
 
@@ -40,14 +44,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=d.port, help="port to listen on (default: %(default)s)")
     p.add_argument("--api-key", default=d.api_key,
                    help=f"require `Authorization: Bearer KEY` on /v1/* (or set ${API_KEY_ENV})")
-    p.add_argument("--served-model-name", action="append", default=[], metavar="TRITON=PUBLIC",
-                   help="show Triton model TRITON as PUBLIC to clients (repeatable)")
+    p.add_argument("--served-model-name", action="append", default=[],
+                   metavar="TRITON=PUBLIC[,ALIAS...]",
+                   help="serve Triton model TRITON under these names instead of its own "
+                        "(repeatable)")
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="Jinja chat template used instead of the tokenizer's")
     p.add_argument("--tokenizer", default=d.tokenizer,
                    help="tokenizer folder used instead of each model's own (vllm_model)")
-    p.add_argument("--tool-call-parser", default=d.tool_call_parser, choices=["llama3_json", "mistral"],
+    p.add_argument("--tool-call-parser", default=d.tool_call_parser, choices=tool_parser_names(),
                    help="how to read tool calls from generated text (default: %(default)s)")
+    p.add_argument("--reasoning-parser", default=d.reasoning_parser,
+                   choices=reasoning_parser_names(),
+                   help="split the model's reasoning from its answer (message.reasoning)")
+    p.add_argument("--generation-config", default=d.generation_config, metavar="auto|vllm|DIR",
+                   help="sampling defaults: each model's generation_config.json (auto), "
+                        "none (vllm), or DIR's (default: %(default)s)")
+    p.add_argument("--compact-json", action="store_true", default=d.compact_json,
+                   help="structured JSON without free whitespace unless a request sets "
+                        "structured_outputs.disable_any_whitespace: false")
     p.add_argument("--cors-origins", default=",".join(d.cors_origins),
                    help="comma-separated allowed origins for CORS ('*' for any); none by default")
     p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes,
@@ -79,7 +94,9 @@ def config_from_args(args: argparse.Namespace) -> FrontendConfig:
         chat_template=template, tokenizer=args.tokenizer,
         cors_origins=[o.strip() for o in args.cors_origins.split(",") if o.strip()],
         max_request_bytes=args.max_request_bytes, log_format=args.log_format,
-        tool_call_parser=args.tool_call_parser, model_repository=args.model_repository,
+        tool_call_parser=args.tool_call_parser, reasoning_parser=args.reasoning_parser,
+        generation_config=args.generation_config, compact_json=args.compact_json,
+        model_repository=args.model_repository,
         in_process=args.in_process, shutdown_timeout=args.shutdown_timeout)
 
 

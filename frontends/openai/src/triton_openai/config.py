@@ -13,14 +13,19 @@ class FrontendConfig:
     port: int = 9000
     # Bearer key required on /v1/* when set.
     api_key: str | None = None
-    # Triton model name -> name shown to clients.
-    served_model_names: dict[str, str] = field(default_factory=dict)
+    # Triton model name -> the name(s) shown to clients (the first is listed first).
+    served_model_names: dict[str, str | list[str]] = field(default_factory=dict)
     chat_template: str | None = None  # template text (the CLI reads the file)
     tokenizer: str | None = None  # path or name that overrides the model's own
     cors_origins: list[str] = field(default_factory=list)
     max_request_bytes: int = 10 * 1024 * 1024
     log_format: str = "text"  # "text" or "json" access logs
     tool_call_parser: str = "llama3_json"
+    reasoning_parser: str | None = None
+    # Sampling defaults: "auto" (each model's generation_config.json), "vllm" (none) or a folder.
+    generation_config: str = "auto"
+    # JSON under structured outputs without free whitespace, unless a request says otherwise.
+    compact_json: bool = False
     model_repository: str | None = None
     in_process: bool = False
     # Seconds that in-flight streams get to finish on shutdown.

@@ -11,6 +11,7 @@ from . import request_ids
 from .catalog import ModelCatalog, ServedModel
 from .fanin import merge
 from .prompts import Prompt, TokenBudget
+from .sampling_defaults import SamplingDefaults
 from .tokenizers import TokenizerCache
 from .triton import vllm_io
 from .triton.client import TritonClient
@@ -19,11 +20,27 @@ from .triton.vllm_io import GenerationChunk, GenerationRequest
 
 
 class GenerationService:
-    def __init__(self, client: TritonClient, catalog: ModelCatalog, tokenizers: TokenizerCache):
+    def __init__(self, client: TritonClient, catalog: ModelCatalog, tokenizers: TokenizerCache,
+                 defaults: SamplingDefaults | None = None, compact_json: bool = False):
         self.client = client
         self.catalog = catalog
         self.tokenizers = tokenizers
         self.budget = TokenBudget(tokenizers.override)
+        self.defaults = defaults or SamplingDefaults()
+        self.compact_json = compact_json  # JSON constraints leave out free whitespace
+
+    def sampling(self, model: ServedModel, requested: dict[str, Any]) -> dict[str, Any]:
+        """The request's sampling parameters over the model's generation-config defaults."""
+        return self.defaults.apply(self.defaults.of(model.model_path), requested)
+
+    def max_tokens(self, model: ServedModel, prompt: Prompt, requested: int | None,
+                   param: str, prompt_param: str) -> int | None:
+        """max_tokens for a prompt; the generation config's max_new_tokens caps the default."""
+        budget = self.budget(model, prompt, requested, param, prompt_param)
+        cap = self.defaults.of(model.model_path).get("max_tokens")
+        if requested is None and cap is not None:
+            return cap if budget is None else min(budget, cap)
+        return budget
 
     async def tokenizer(self, model: ServedModel):
         done, tok = self.tokenizers.loaded(model.model_path)

@@ -27,15 +27,20 @@ async def _send_error(send, err) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+# The API and the tokenizer endpoints; health and metrics stay open for probes and scrapers.
+_PROTECTED = ("/v1/", "/tokenize", "/detokenize")
+
+
 class ApiKeyMiddleware:
-    """Bearer key on /v1/*; health and metrics stay open for probes and scrapers."""
+    """Bearer key on /v1/* and the tokenizer endpoints."""
 
     def __init__(self, app, api_key: str):
         self.app = app
         self.expected = f"Bearer {api_key}".encode()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
+        if (scope["type"] == "http" and scope["path"].startswith(_PROTECTED)
+                and scope["method"] != "OPTIONS"):
             got = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(got, self.expected):
                 msg = ("Missing API key: send it as `Authorization: Bearer KEY`." if not got

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import BadRequestError
 
@@ -18,6 +18,13 @@ class OpenAIBaseModel(BaseModel):
 class StreamOptions(OpenAIBaseModel):
     include_usage: bool | None = Field(
         default=False, description="Send a last chunk with the request's token usage.")
+    # --- vLLM extension ------------------------------------------------------------
+    continuous_usage_stats: bool | None = Field(
+        default=False, description="vLLM: with include_usage, every chunk carries the usage so far.")
+
+    @property
+    def usage_in_every_chunk(self) -> bool:
+        return bool(self.include_usage and self.continuous_usage_stats)
 
 
 class ErrorInfo(BaseModel):
@@ -67,6 +74,13 @@ class SamplingFields(OpenAIBaseModel):
     min_tokens: int | None = Field(default=None, ge=0, description="vLLM: minimum tokens before a stop.")
     ignore_eos: bool | None = Field(default=None, description="vLLM: keep generating past EOS.")
     skip_special_tokens: bool | None = Field(default=None, description="vLLM: drop special tokens from text.")
+
+    @model_validator(mode="after")
+    def _stream_options_need_stream(self):
+        if self.stream_options is not None and not self.stream:
+            raise BadRequestError("stream_options is only allowed with stream: true",
+                                  param="stream_options")
+        return self
 
     def sampling_dict(self) -> dict[str, Any]:
         """The SamplingParams keys this request sets (unset ones keep vLLM's defaults)."""

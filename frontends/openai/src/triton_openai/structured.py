@@ -17,6 +17,32 @@ def validate_structured_outputs(value: dict[str, Any], param: str = "structured_
             if k in STRUCTURED_CONSTRAINTS or k in STRUCTURED_OPTIONS}
 
 
+def combine(constraint: dict | None, structured_outputs: dict[str, Any] | None,
+            compact_json: bool = False) -> dict | None:
+    """The one structured-outputs constraint a request sends to the backend.
+
+    `constraint` comes from the OpenAI fields (forced tool calls, response_format); the
+    request's vLLM `structured_outputs` may give the constraint instead, or only options
+    for it (`{"disable_any_whitespace": true}` with a response_format).  With
+    `compact_json` (the server-wide default), JSON constraints leave out free whitespace
+    unless the request says `disable_any_whitespace: false`.
+    """
+    options: dict[str, Any] = {}
+    if structured_outputs:
+        if constraint is None or set(structured_outputs) & STRUCTURED_CONSTRAINTS:
+            if constraint is not None:
+                raise BadRequestError("structured_outputs cannot add a second constraint to "
+                                      "response_format or tool_choice", param="structured_outputs")
+            constraint = validate_structured_outputs(structured_outputs)
+        options = {k: v for k, v in structured_outputs.items() if k in STRUCTURED_OPTIONS}
+    if constraint is None:
+        return None
+    out = {**constraint, **options}
+    if compact_json and ("json" in out or "json_object" in out):
+        out.setdefault("disable_any_whitespace", True)
+    return out
+
+
 def from_response_format(fmt: dict | None) -> dict | None:
     """OpenAI's response_format as a structured-outputs constraint (None for plain text)."""
     if not fmt:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..logprobs import chat_logprobs
+from ..reasoning import ReasoningParser
 from ..triton.vllm_io import ChoiceDelta
 from .protocol import ChatCompletionRequest
 from .tools import ToolUse
@@ -18,6 +19,7 @@ class ChatContext:
     created: int
     tools: ToolUse
     prompt_tokens: int | None  # None when the backend counts them
+    reasoning: ReasoningParser | None = None  # splits reasoning from the answer
 
     def logprobs(self, delta: ChoiceDelta) -> list[dict] | None:
         """OpenAI's logprobs `content` for a delta, when the request asked for them."""

@@ -48,6 +48,9 @@ class ChatMessage(OpenAIBaseModel):
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
+    # --- vLLM extensions: an assistant turn's reasoning, sent back to the model ---------
+    reasoning: str | None = None
+    reasoning_content: str | None = Field(default=None, description="Older name of reasoning.")
 
 
 class ChatCompletionRequest(SamplingFields):
@@ -62,7 +65,8 @@ class ChatCompletionRequest(SamplingFields):
     tools: list[ChatTool] | None = Field(default=None, description="Functions the model may call.")
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = Field(
         default=None, description="none, auto (default with tools), required, or a named function.")
-    parallel_tool_calls: bool | None = Field(default=None, description="Accepted; the parser decides.")
+    parallel_tool_calls: bool | None = Field(
+        default=None, description="false: at most one tool call per choice.")
 
     # --- vLLM extensions ---------------------------------------------------------
     add_generation_prompt: bool = Field(default=True, description="vLLM: end the prompt with the assistant turn.")

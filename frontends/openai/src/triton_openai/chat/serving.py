@@ -12,9 +12,11 @@ from ..catalog import ServedModel
 from ..fanin import primed
 from ..generation import GenerationService
 from ..prompts import Prompt
+from ..reasoning import ReasoningParser
+from ..reasoning import get_parser as get_reasoning_parser
 from ..request_ids import request_id
 from ..responses import event_stream_response, json_response, usage
-from ..structured import from_response_format, validate_structured_outputs
+from ..structured import combine, from_response_format
 from ..tool_parsers import get_parser
 from ..triton.vllm_contract import GENERATE, STRUCTURED_OUTPUTS
 from .context import ChatContext
@@ -24,24 +26,31 @@ from .templating import messages_for_template, render
 from .tools import ToolUse
 
 
-def _constraint(req: ChatCompletionRequest, tools: ToolUse) -> dict | None:
+def _constraint(req: ChatCompletionRequest, tools: ToolUse, compact_json: bool) -> dict | None:
     """The structured-outputs constraint: forced tool calls first, then the request's."""
-    if tools.constraint is not None:
-        return tools.constraint
-    if req.response_format is not None:
-        return from_response_format(req.response_format.model_dump(by_alias=True))
-    if req.structured_outputs:
-        return validate_structured_outputs(req.structured_outputs)
-    return None
+    constraint = tools.constraint
+    if constraint is None and req.response_format is not None:
+        constraint = from_response_format(req.response_format.model_dump(by_alias=True))
+    return combine(constraint, req.structured_outputs, compact_json)
 
 
 class ChatServing:
     def __init__(self, generation: GenerationService, chat_template: str | None = None,
-                 tool_parser: str = "llama3_json"):
+                 tool_parser: str = "llama3_json", reasoning_parser: str | None = None):
         self.gen = generation
         self.chat_template = chat_template
         get_parser(tool_parser)  # fail at start-up on an unknown name
         self.tool_parser_name = tool_parser
+        self.reasoning = get_reasoning_parser(reasoning_parser) if reasoning_parser else None
+
+    def _reasoning(self, req: ChatCompletionRequest, tools: ToolUse) -> ReasoningParser | None:
+        """The reasoning parser, unless the answer is JSON from its first token (a forced
+        tool call or a response_format): then there is no reasoning to split off."""
+        if tools.constraint is not None:
+            return None
+        if req.response_format is not None and req.response_format.type != "text":
+            return None
+        return self.reasoning
 
     async def create(self, req: ChatCompletionRequest) -> Response:
         model = await self.gen.catalog.get(req.model, runner=GENERATE)
@@ -49,7 +58,8 @@ class ChatServing:
         prompt = await self._prompt(req, model, tools)
         sampling = self._sampling(req, model, prompt, tools)
         rid = request_id("chatcmpl")
-        ctx = ChatContext(req, model.id, rid, int(time.time()), tools, prompt.num_tokens)
+        ctx = ChatContext(req, model.id, rid, int(time.time()), tools, prompt.num_tokens,
+                          self._reasoning(req, tools))
         stream = self.gen.run(model, [prompt], [sampling], req.stream, req.logprobs)
         if req.stream:
             stream = await primed(stream)
@@ -70,12 +80,12 @@ class ChatServing:
 
     def _sampling(self, req: ChatCompletionRequest, model: ServedModel, prompt: Prompt,
                   tools: ToolUse) -> dict[str, Any]:
-        sampling = req.sampling_dict()
-        sampling["max_tokens"] = self.gen.budget(
+        sampling = self.gen.sampling(model, req.sampling_dict())
+        sampling["max_tokens"] = self.gen.max_tokens(
             model, prompt, req.completion_budget, "max_completion_tokens", "messages")
         if req.logprobs:
             sampling["logprobs"] = req.top_logprobs or 0
-        constraint = _constraint(req, tools)
+        constraint = _constraint(req, tools, self.gen.compact_json)
         if constraint is not None:
             sampling[STRUCTURED_OUTPUTS] = constraint
         return sampling
@@ -99,8 +109,11 @@ class ChatServing:
                     lps[d.index].extend(content)
         choices = []
         for i in range(n):
-            content, calls, reason = ctx.tools.finish(texts[i], reasons[i] or "stop")
+            thought, text = ctx.reasoning.split(texts[i]) if ctx.reasoning else (None, texts[i])
+            content, calls, reason = ctx.tools.finish(i, text, reasons[i] or "stop")
             message = {"role": "assistant", "content": content}
+            if ctx.reasoning:
+                message["reasoning"] = thought or None
             if calls:
                 message["tool_calls"] = [c.to_openai() for c in calls]
             choices.append({"index": i, "message": message,

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from .. import sse
+from ..reasoning import ReasoningStream
 from ..responses import usage
 from ..triton.vllm_io import ChoiceDelta, GenerationChunk
 from .context import ChatContext
@@ -17,6 +18,7 @@ class _Choice:
     holding: bool  # text is held back while it may still be a tool call
     held: str = ""
     completion_tokens: int = 0
+    reasoning: ReasoningStream | None = None  # splits off the reasoning, with a parser
 
 
 class ChatStream:
@@ -25,13 +27,22 @@ class ChatStream:
         self.head = {"id": ctx.rid, "object": "chat.completion.chunk", "created": ctx.created,
                      "model": ctx.model_id}
         holding = ctx.tools.mode in HOLDING_MODES
-        self.choices = [_Choice(holding) for _ in range(ctx.req.n)]
+        self.choices = [_Choice(holding, reasoning=ctx.reasoning.stream() if ctx.reasoning else None)
+                        for _ in range(ctx.req.n)]
         self.prompt_tokens = ctx.prompt_tokens or 0
+        options = ctx.req.stream_options
+        self.continuous_usage = bool(options and options.usage_in_every_chunk)
 
     def event(self, index: int, delta: dict, finish: str | None = None,
               logprobs: dict | None = None) -> bytes:
-        return sse.event(dict(self.head, choices=[{"index": index, "delta": delta,
-                                                   "logprobs": logprobs, "finish_reason": finish}]))
+        body = dict(self.head, choices=[{"index": index, "delta": delta,
+                                         "logprobs": logprobs, "finish_reason": finish}])
+        if self.continuous_usage:
+            body["usage"] = self._usage()
+        return sse.event(body)
+
+    def _usage(self) -> dict:
+        return usage(self.prompt_tokens, sum(c.completion_tokens for c in self.choices))
 
     def opening(self) -> list[bytes]:
         """Each choice's first event: the assistant's role (and a forced call's name)."""
@@ -53,9 +64,7 @@ class ChatStream:
         return events
 
     def usage(self) -> bytes:
-        completion = sum(c.completion_tokens for c in self.choices)
-        return sse.event(dict(self.head, choices=[],
-                              usage=usage(self.prompt_tokens, completion)))
+        return sse.event(dict(self.head, choices=[], usage=self._usage()))
 
     def _delta(self, d: ChoiceDelta) -> list[bytes]:
         choice, i = self.choices[d.index], d.index
@@ -63,19 +72,41 @@ class ChatStream:
             choice.completion_tokens += d.num_output_tokens
         content = self.ctx.logprobs(d)
         lp = {"content": content} if content is not None else None
-        text, finish = self._release(choice, d.text), d.finish_reason
+        text, finish = d.text, d.finish_reason
+        events = []
+        if choice.reasoning is not None:
+            thought, text = choice.reasoning.feed(text, final=bool(finish))
+            if thought:
+                events.append(self.event(i, {"reasoning": thought}, logprobs=lp))
+                lp = None
+        return events + self._answer_events(choice, i, text, finish, lp)
+
+    def _answer_events(self, choice: _Choice, i: int, text: str, finish: str | None,
+                       lp: dict | None) -> list[bytes]:
+        text = self._release(choice, text)
         if finish and choice.holding:
-            text, calls, finish = self.ctx.tools.finish(choice.held, finish)
+            text, calls, finish = self.ctx.tools.finish(i, choice.held, finish)
             if calls:
-                return [self.event(i, {"tool_calls": [c.to_openai(k) for k, c in enumerate(calls)]},
-                                   logprobs=lp),
-                        self.event(i, {}, finish)]
+                return [*self._call_events(i, calls, lp), self.event(i, {}, finish)]
             text = text or ""
         if self.ctx.tools.mode == "named":
             return self._named_call_events(i, text, finish, lp)
         if text or finish or lp:
             return [self.event(i, {"content": text} if text else {}, finish, lp)]
         return []
+
+    def _call_events(self, i: int, calls, lp: dict | None) -> list[bytes]:
+        """Tool calls as OpenAI streams them: each call's id, type and name (arguments
+        empty) first, then its arguments."""
+        events = []
+        for k, call in enumerate(calls):
+            head = call.to_openai(k)
+            head["function"] = {"name": call.name, "arguments": ""}
+            events.append(self.event(i, {"tool_calls": [head]}, logprobs=lp))
+            lp = None
+            events.append(self.event(i, {"tool_calls": [
+                {"index": k, "function": {"arguments": call.arguments}}]}))
+        return events
 
     def _release(self, choice: _Choice, text: str) -> str:
         """The text to send now: none while the choice may still be a tool call."""

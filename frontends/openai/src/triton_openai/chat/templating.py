@@ -27,6 +27,11 @@ def messages_for_template(messages) -> list[dict]:
         d = m.model_dump(exclude_none=True)
         if "content" in d:
             d["content"] = _flatten_content(d["content"])
+        # An assistant turn's reasoning, sent back: `reasoning` (vLLM's and OpenAI's name
+        # now) or `reasoning_content` (older clients); templates read either name.
+        thought = d.get("reasoning", d.get("reasoning_content"))
+        if thought is not None:
+            d["reasoning"] = d["reasoning_content"] = thought
         if d["role"] == "developer":  # OpenAI's newer name for system
             d["role"] = "system"
         for call in d.get("tool_calls", []) or []:

@@ -13,9 +13,11 @@ from .protocol import ChatCompletionRequest, NamedToolChoice
 HOLDING_MODES = ("auto", "required")
 
 
-def _required_schema(tools) -> dict:
-    """Any number (>= 1) of calls to the given tools, as a JSON array (vLLM's convention)."""
-    return {"type": "array", "minItems": 1, "items": {"anyOf": [{
+def _required_schema(tools, parallel: bool) -> dict:
+    """Calls to the given tools as a JSON array (vLLM's convention): one or more, or
+    exactly one when the request turned parallel calls off."""
+    count = {"minItems": 1} if parallel else {"minItems": 1, "maxItems": 1}
+    return {"type": "array", **count, "items": {"anyOf": [{
         "type": "object",
         "properties": {"name": {"type": "string", "enum": [t.function.name]},
                        "parameters": t.function.parameters or {"type": "object"}},
@@ -37,10 +39,12 @@ class ToolUse:
     parser: ToolParser
     named: str | None = None  # the function a named tool_choice forces
     constraint: dict | None = None  # structured outputs that force the calls
+    parallel: bool = True  # False: at most one call per choice
     _named_calls: dict[int, ToolCall] = field(default_factory=dict)
 
     @classmethod
     def of(cls, req: ChatCompletionRequest, parser: ToolParser) -> ToolUse:
+        parallel = req.parallel_tool_calls is not False
         if not req.tools or req.tool_choice == "none":
             return cls("none", parser)
         if isinstance(req.tool_choice, NamedToolChoice):
@@ -52,25 +56,28 @@ class ToolUse:
             return cls("named", parser, named,
                        {"json": match[0].function.parameters or {"type": "object"}})
         if req.tool_choice == "required":
-            return cls("required", parser, constraint={"json": _required_schema(req.tools)})
-        return cls(req.tool_choice or "auto", parser)
+            return cls("required", parser, parallel=parallel,
+                       constraint={"json": _required_schema(req.tools, parallel)})
+        return cls(req.tool_choice or "auto", parser, parallel=parallel)
 
     def named_call(self, index: int) -> ToolCall:
         if index not in self._named_calls:
             self._named_calls[index] = ToolCall(self.named, "")
         return self._named_calls[index]
 
-    def finish(self, text: str, reason: str) -> tuple[str | None, list[ToolCall], str]:
-        """(content, tool calls, finish_reason) for one finished choice."""
+    def finish(self, index: int, text: str,
+               reason: str) -> tuple[str | None, list[ToolCall], str]:
+        """(content, tool calls, finish_reason) for the finished choice `index`."""
         if self.mode == "named":
-            call = self.named_call(0)
+            call = self.named_call(index)
             # OpenAI reports "stop" when the caller forced a named function.
             return None, [ToolCall(self.named, text, call.id)], reason
         if self.mode == "required":
-            calls = _parse_required(text)
+            calls = _parse_required(text)[:1 if not self.parallel else None]
             return (None, calls, "tool_calls") if calls else (text, [], reason)
         if self.mode == "auto" and reason == "stop":
             content, calls = self.parser.parse(text)
             if calls:
-                return content, calls, "tool_calls"
+                # parallel_tool_calls: false: the first call only, as vLLM does.
+                return content, calls[:1 if not self.parallel else None], "tool_calls"
         return text, [], reason

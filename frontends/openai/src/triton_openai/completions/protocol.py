@@ -16,7 +16,7 @@ class CompletionRequest(SamplingFields):
     max_tokens: int | None = Field(
         default=None, ge=0, description="Tokens to generate; default: what the context leaves.")
     logprobs: int | None = Field(
-        default=None, ge=0, le=20, description="Return this many most likely tokens per position.")
+        default=None, ge=0, le=5, description="Return this many most likely tokens per position (OpenAI's limit: 5).")
     echo: bool = Field(default=False, description="Prepend the prompt to the completion.")
     best_of: int | None = Field(default=None, ge=1, description="Only best_of == n is supported.")
     suffix: str | None = Field(default=None, description="Not supported; must be empty.")

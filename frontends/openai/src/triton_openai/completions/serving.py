@@ -15,7 +15,7 @@ from ..logprobs import completion_logprobs, merge_completion_logprobs
 from ..prompts import Prompt
 from ..request_ids import request_id
 from ..responses import event_stream_response, json_response, usage
-from ..structured import validate_structured_outputs
+from ..structured import combine
 from ..triton.vllm_contract import GENERATE, STRUCTURED_OUTPUTS
 from .protocol import CompletionRequest
 
@@ -54,13 +54,14 @@ class CompletionsServing:
 
         samplings = []
         for p in prompts:
-            s = req.sampling_dict()
-            max_tokens = self.gen.budget(model, p, req.max_tokens, "max_tokens", "prompt")
+            s = self.gen.sampling(model, req.sampling_dict())
+            max_tokens = self.gen.max_tokens(model, p, req.max_tokens, "max_tokens", "prompt")
             s["max_tokens"] = max_tokens
             if req.logprobs is not None:
                 s["logprobs"] = req.logprobs
-            if req.structured_outputs:
-                s[STRUCTURED_OUTPUTS] = validate_structured_outputs(req.structured_outputs)
+            constraint = combine(None, req.structured_outputs, self.gen.compact_json)
+            if constraint is not None:
+                s[STRUCTURED_OUTPUTS] = constraint
             samplings.append(s)
 
         rid = request_id("cmpl")
@@ -111,13 +112,16 @@ class CompletionsServing:
         in_tokens = [p.num_tokens or 0 for p in prompts]
         out_tokens = [0] * (len(prompts) * n)
         offsets = [0] * len(out_tokens)
+        continuous = bool(req.stream_options and req.stream_options.usage_in_every_chunk)
         if req.echo:
             for pi, p in enumerate(prompts):
                 for c in range(n):
                     offsets[pi * n + c] = len(p.text or "")
-                    yield sse.event(dict(head, choices=[{
-                        "index": pi * n + c, "text": p.text or "", "logprobs": None,
-                        "finish_reason": None}]))
+                    body = dict(head, choices=[{"index": pi * n + c, "text": p.text or "",
+                                                "logprobs": None, "finish_reason": None}])
+                    if continuous:
+                        body["usage"] = usage(sum(in_tokens), 0)
+                    yield sse.event(body)
         async for pi, chunk in stream:
             if chunk.num_input_tokens is not None:
                 in_tokens[pi] = chunk.num_input_tokens
@@ -130,8 +134,10 @@ class CompletionsServing:
                 lp = None
                 if d.logprobs is not None and req.logprobs is not None:
                     lp, offsets[i] = completion_logprobs(d.logprobs, req.logprobs, offsets[i])
-                yield sse.event(dict(head, choices=[{
-                    "index": i, "text": d.text, "logprobs": lp,
-                    "finish_reason": d.finish_reason}]))
+                body = dict(head, choices=[{"index": i, "text": d.text, "logprobs": lp,
+                                            "finish_reason": d.finish_reason}])
+                if continuous:
+                    body["usage"] = usage(sum(in_tokens), sum(out_tokens))
+                yield sse.event(body)
         if req.stream_options and req.stream_options.include_usage:
             yield sse.event(dict(head, choices=[], usage=usage(sum(in_tokens), sum(out_tokens))))

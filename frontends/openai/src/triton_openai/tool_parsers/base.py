@@ -92,7 +92,55 @@ class MistralParser(ToolParser):
         return (content.strip() or None), calls
 
 
-_PARSERS = {p.name: p for p in (Llama3JsonParser, MistralParser)}
+def _call(value, args_keys=("arguments", "parameters")) -> ToolCall | None:
+    """A {"name", "arguments"|"parameters"} object as a call; None when it is not one."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    args = next((value[k] for k in args_keys if k in value), {})
+    if isinstance(args, str):
+        return ToolCall(value["name"], args)  # already JSON text
+    return ToolCall(value["name"], json.dumps(args, ensure_ascii=False))
+
+
+class HermesParser(ToolParser):
+    """Hermes, Qwen2.5, Qwen3: <tool_call>{"name": ..., "arguments": {...}}</tool_call>,
+    one block per call, after optional content."""
+    name = "hermes"
+    open_tag, close_tag = "<tool_call>", "</tool_call>"
+
+    def may_be_call(self, text: str) -> bool:
+        s = text.lstrip()
+        return s.startswith(self.open_tag) or self.open_tag.startswith(s)
+
+    def parse(self, text):
+        if self.open_tag not in text:
+            return text, []
+        content, _, rest = text.partition(self.open_tag)
+        calls = []
+        for block in (self.open_tag + rest).split(self.open_tag)[1:]:
+            values = _decode_objects(block.partition(self.close_tag)[0])
+            call = _call(values[0]) if values and len(values) == 1 else None
+            if call is None:
+                return text, []
+            calls.append(call)
+        return (content.strip() or None), calls
+
+
+_PARSERS: dict[str, type[ToolParser]] = {}
+
+
+def register(parser: type[ToolParser]) -> type[ToolParser]:
+    """Make a parser available to --tool-call-parser under its name."""
+    _PARSERS[parser.name] = parser
+    return parser
+
+
+for _parser in (Llama3JsonParser, MistralParser, HermesParser):
+    register(_parser)
+
+
+def parser_names() -> list[str]:
+    return sorted(_PARSERS)
 
 
 def get_parser(name: str) -> ToolParser:
