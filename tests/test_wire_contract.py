@@ -98,6 +98,29 @@ def test_structured_output_keys_agree():
     assert wire.STRUCTURED_OPTIONS == params.STRUCTURED_OPTIONS
 
 
+def test_what_the_frontend_sends_as_priority_the_backend_reads_and_checks():
+    from triton_openai.chat.protocol import ChatCompletionRequest
+
+    req = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}],
+                                priority=-2)
+    parsed = params.parse_sampling_parameters(json.dumps(req.sampling_dict()), known_fields={"n"})
+    assert parsed[params.PRIORITY] == -2 and wire.PRIORITY == params.PRIORITY
+    params.check_priority(parsed[params.PRIORITY], enabled=True)
+    with pytest.raises(params.ParameterError) as refused:
+        params.check_priority(parsed[params.PRIORITY], enabled=False)
+    # The frontend tells a request's errors from the server's by their wording: this is 400.
+    from triton_openai.triton.client import classify_model_error
+    assert classify_model_error(str(refused.value)).status == 400
+
+
+def test_a_request_id_the_frontend_sends_leads_vllms_id_for_it():
+    from triton_vllm_backend import jobs
+
+    from triton_openai import request_ids
+    rid = request_ids.new_id()
+    assert request_ids.is_valid(rid) and jobs.new_id(rid).startswith(f"{rid}-")
+
+
 @pytest.mark.parametrize("constraint", [
     {"structural_tag": '{"type": "structural_tag"}'},
     {"choice": ["yes", "no"], "disable_any_whitespace": True},

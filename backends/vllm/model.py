@@ -107,6 +107,7 @@ class TritonPythonModel:
         engine_config.check_devices(raw, args.get("model_instance_kind", "CPU"))
         raw = engine_config.resolve_paths(raw, version_dir)
         self._compact_json = compact_json.engine_is_compact(raw)
+        self._priority_scheduling = raw.get("scheduling_policy") == "priority"
         self.runner = engine_config.runner_of(raw)
         engine_config.check_published(parameters, raw)
         self.adapters = lora.load_adapters(version_dir, bool(raw.get("enable_lora")))
@@ -208,10 +209,11 @@ class TritonPythonModel:
         # vLLM computes logprobs (and so the cumulative one) only when asked: 0 asks for
         # the sampled token's alone.
         need_logprobs = wanted.logprobs or wanted.cumulative_logprob
-        sampling, lora_request = self._sampling_params(given.sampling_parameters, given.stream,
-                                                       need_logprobs)
+        sampling, lora_request, priority = self._sampling_params(
+            given.sampling_parameters, given.stream, need_logprobs)
+        params.check_priority(priority, self._priority_scheduling)
         return GenerateJob(request_id, client_id, prompt, wanted, sampling, lora_request,
-                           given.stream, given.exclude_input)
+                           given.stream, given.exclude_input, priority)
 
     def _sampling_params(self, raw, stream, need_logprobs=False):
         from vllm import SamplingParams
@@ -221,6 +223,7 @@ class TritonPythonModel:
         kwargs = params.parse_sampling_parameters(raw, self._sampling_fields)
         lora_name = kwargs.pop(params.LORA_NAME, None)
         structured = kwargs.pop(params.STRUCTURED_OUTPUTS, None)
+        priority = kwargs.pop(params.PRIORITY, 0)
         if need_logprobs and kwargs.get("logprobs") is None:
             kwargs["logprobs"] = 0
         try:
@@ -232,7 +235,7 @@ class TritonPythonModel:
             sampling = SamplingParams(**kwargs, output_kind=kind)
         except (TypeError, ValueError, VLLMValidationError) as e:
             raise params.ParameterError(f"invalid sampling parameters: {e}") from None
-        return sampling, self._lora_request(lora_name)
+        return sampling, self._lora_request(lora_name), priority
 
     def _lora_request(self, name):
         if name is None:
@@ -290,7 +293,8 @@ class TritonPythonModel:
         # Cancellation is noticed and aborted in vLLM by _poll_cancelled().
         last = None
         async for result in self.engine.generate(job.prompt, sampling, job.id,
-                                                 lora_request=job.lora_request):
+                                                 lora_request=job.lora_request,
+                                                 priority=job.priority):
             if self._requests.is_cancelled(job.id):
                 break
             last = result

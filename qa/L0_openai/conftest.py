@@ -51,6 +51,8 @@ def write_repository(root: Path, tiny_model: Path) -> Path:
         # an answer with newlines until max_tokens, and then it does not parse.
         "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
         "enable_lora": True, "max_lora_rank": 8, "max_loras": 1,
+        # Requests may carry a priority (the OpenAI frontend's `priority`).
+        "scheduling_policy": "priority",
     }, parameters={"REPORT_CUSTOM_METRICS": "true", PUBLISHED_NAMES: LORA},
        # Relative to the version folder, so that the repository works mounted in a container.
        files={"multi_lora.json": json.dumps({LORA: f"./{LORA}-adapter"})})

@@ -48,11 +48,13 @@ class FakeEngine:
         self.steps, self.hold = steps, hold
         self.started: list[str] = []
         self.aborted: list[str] = []
+        self.priorities: list[int] = []
         self.running = threading.Event()
         self._abort = asyncio.Event()
 
-    async def generate(self, prompt, sampling, request_id, lora_request=None):
+    async def generate(self, prompt, sampling, request_id, lora_request=None, priority=0):
         self.started.append(request_id)
+        self.priorities.append(priority)
         self.running.set()
         for i, text in enumerate(self.steps):
             last = i == len(self.steps) - 1 and not self.hold
@@ -82,8 +84,12 @@ def serve(model_module):
         model.logger, model.model_name, model.runner = pb.Logger, "m", runner
         model.health_check, model.stat_loggers = False, []
         # vLLM's SamplingParams, as far as model.py looks into it.
-        model._sampling_params = lambda raw, stream, need_logprobs=False: (
-            Sampling(params.parse_sampling_parameters(raw, set()).get("n", 1)), None)
+        def sampling_params(raw, stream, need_logprobs=False):
+            parsed = params.parse_sampling_parameters(raw, set())
+            return Sampling(parsed.get("n", 1)), None, parsed.get(params.PRIORITY, 0)
+
+        model._sampling_params = sampling_params
+        model._priority_scheduling = False
         model._pooling_params = lambda: None
         model._start_loop()
         model._serve_with(engine)
@@ -263,3 +269,18 @@ def test_vllms_request_id_leads_with_the_triton_request_id(serve):
     first.sender.wait(), second.sender.wait()
     assert all(rid.startswith("trace-7-") for rid in engine.started)
     assert len(set(engine.started)) == 2  # unique in vLLM even when the client's ids are not
+
+
+def test_priority_reaches_vllm_only_where_the_model_schedules_by_it(serve):
+    engine = FakeEngine(steps=("He",))
+    model = serve(engine)
+    refused = generate_request(sampling_parameters=text(json.dumps({"priority": 5})))
+    model.execute([refused])
+    [error] = refused.sender.wait()
+    assert "invalid" in error.error.message() and "scheduling_policy" in error.error.message()
+    assert engine.started == []
+    model._priority_scheduling = True
+    accepted = generate_request(sampling_parameters=text(json.dumps({"priority": -3})))
+    model.execute([accepted])
+    accepted.sender.wait()
+    assert engine.priorities == [-3]

@@ -33,6 +33,7 @@ class GenerateJob(EmbedJob):
     lora_request: Any  # vLLM's LoRARequest, or None
     stream: bool
     exclude_input: bool  # leave the prompt out of a complete answer's text
+    priority: int = 0  # vLLM's scheduling priority (lower runs first)
 
 
 @dataclass(frozen=True)

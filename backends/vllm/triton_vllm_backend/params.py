@@ -14,6 +14,9 @@ from typing import Any
 # Keys that are ours, not SamplingParams fields.
 LORA_NAME = "lora_name"
 STRUCTURED_OUTPUTS = "structured_outputs"
+# vLLM's scheduling priority (lower runs first); only for a model whose model.json sets
+# "scheduling_policy": "priority".
+PRIORITY = "priority"
 # Accepted for compatibility and ignored: the backend decides streaming from `stream`.
 IGNORED = {"stream"}
 
@@ -123,12 +126,19 @@ def _structured(value: Any) -> dict:
     return out
 
 
+def check_priority(priority: int, enabled: bool) -> None:
+    if priority and not enabled:
+        raise ParameterError(
+            "invalid sampling parameter 'priority': this model does not schedule by priority "
+            "(its model.json would set \"scheduling_policy\": \"priority\")")
+
+
 def parse_sampling_parameters(text: str | bytes | None, known_fields: set[str]) -> dict:
     """Parse and coerce sampling parameters.
 
-    Returns a dict of SamplingParams keyword arguments; `lora_name` (a string) and
-    `structured_outputs` (a dict for StructuredOutputsParams) are left in it for the
-    caller.  `known_fields` are the SamplingParams field names (passed in, so this module
+    Returns a dict of SamplingParams keyword arguments; `lora_name` (a string),
+    `structured_outputs` (a dict for StructuredOutputsParams) and `priority` (an int) are
+    left in it for the caller.  `known_fields` are the SamplingParams field names (passed in, so this module
     needs no vLLM).
     """
     if text is None:
@@ -160,6 +170,8 @@ def parse_sampling_parameters(text: str | bytes | None, known_fields: set[str]) 
             params[key] = value
         elif key == STRUCTURED_OUTPUTS:
             params[key] = _structured(value)
+        elif key == PRIORITY:
+            params[key] = _to_int(key, value)
         elif key in _INT:
             params[key] = _to_int(key, value)
         elif key in _FLOAT:

@@ -74,6 +74,9 @@ class SamplingFields(OpenAIBaseModel):
     min_tokens: int | None = Field(default=None, ge=0, description="vLLM: minimum tokens before a stop.")
     ignore_eos: bool | None = Field(default=None, description="vLLM: keep generating past EOS.")
     skip_special_tokens: bool | None = Field(default=None, description="vLLM: drop special tokens from text.")
+    priority: int | None = Field(
+        default=None, description="vLLM: scheduling priority, lower runs first; only for models "
+                                  "whose model.json sets scheduling_policy: priority (else 400).")
 
     @model_validator(mode="after")
     def _stream_options_need_stream(self):
@@ -87,7 +90,7 @@ class SamplingFields(OpenAIBaseModel):
         out: dict[str, Any] = {"n": self.n}
         for key in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty",
                     "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos",
-                    "skip_special_tokens"):
+                    "skip_special_tokens", "priority"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

@@ -21,6 +21,9 @@ ABORT_PARAMETER = "vllm_abort_request_id"
 # --- sampling_parameters keys beyond vLLM's SamplingParams fields ---------------------
 LORA_NAME = "lora_name"
 STRUCTURED_OUTPUTS = "structured_outputs"
+# vLLM's scheduling priority; the backend refuses it (an "invalid" parameter, so 400)
+# unless the model's model.json sets "scheduling_policy": "priority".
+PRIORITY = "priority"
 # `structured_outputs` holds exactly one constraint, and options for enforcing it.
 STRUCTURED_CONSTRAINTS = frozenset({"json", "regex", "choice", "grammar", "json_object",
                                     "structural_tag"})
