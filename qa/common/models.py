@@ -50,9 +50,17 @@ def tiny_model_path() -> Path:
 GPU_MEMORY_UTILIZATION = 0.15
 
 
+def gpu_count() -> int:
+    """NVIDIA GPUs on this machine (0 without nvidia-smi)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines())
+
+
 def gpu_defaults() -> dict:
     """Engine arguments every test model gets on a machine with an NVIDIA GPU."""
-    if shutil.which("nvidia-smi") is None:
+    if gpu_count() == 0:
         return {}
     return {"gpu_memory_utilization": GPU_MEMORY_UTILIZATION}
 

@@ -7,7 +7,8 @@ there is one, else the few files it needs straight out of the release's wheel on
 by HTTP range requests (the wheel's central directory and those members, well under a
 MB), cached under ~/.cache/triton-vllm-build/vllm-sources.
 
-    python -m qa.common.vllm_api [VERSION ...]   check (default: every pinned vLLM)
+    python -m qa.common.vllm_api [VERSION ...]   check (default: every pinned GPU vLLM)
+    python -m qa.common.vllm_api --installed     check the vLLM this Python imports
 
 An import inside `try: ... except ImportError` is a guarded one (compat.py) and may be
 missing; every other must exist, and so must the members in MEMBERS.
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BACKEND = ROOT / "backends" / "vllm"
+BACKEND = Path(os.environ.get("TVB_BACKEND_DIR", ROOT / "backends" / "vllm"))
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "triton-vllm-build" \
     / "vllm-sources"
 
@@ -57,7 +58,7 @@ def backend_uses(backend: Path = BACKEND) -> list[Use]:
         tree = ast.parse(path.read_text(), str(path))
         guarded = _guarded_nodes(tree)
         for node in ast.walk(tree):
-            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            where = f"{path.relative_to(backend.parent)}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
                     and node.module.split(".")[0] == "vllm":
                 uses += [Use(node.module, a.name, id(node) in guarded, where) for a in node.names]
@@ -280,8 +281,23 @@ def pinned_gpu_versions() -> list[str]:
     return sorted({row["vllm"] for row in pins.ngc_releases().values() if "vllm" in row})
 
 
+def installed_sources() -> Sources:
+    import importlib.util
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:
+        raise SystemExit("vllm_api: no vllm to import here")
+    return Sources("installed", Path(spec.origin).parent.parent)
+
+
 def main(argv: list[str]) -> int:
     status = 0
+    if argv == ["--installed"]:
+        problems = check(installed_sources())
+        print("installed vllm: " + ("every name the backend uses exists" if not problems
+                                    else f"{len(problems)} missing"))
+        for p in problems:
+            print("  " + p)
+        return int(bool(problems))
     for version in argv or pinned_gpu_versions():
         problems = check(Sources(version))
         print(f"vllm {version}: " + ("every name the backend uses exists" if not problems
