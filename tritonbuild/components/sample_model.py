@@ -4,11 +4,11 @@ from __future__ import annotations
 import json
 
 from .base import Component, ContextItem, Stage
+from .tritonserver import REPOSITORY_DIR
 
 __all__ = ["SampleModel", "MODEL_DIR", "REPOSITORY_DIR", "GPU_MEMORY_UTILIZATION"]
 
 MODEL_DIR = "/opt/models/tiny-llama"
-REPOSITORY_DIR = "/opt/tritonserver/model_repository"
 # vLLM's default takes 90 % of the GPU for one engine, which leaves no room for a second
 # model (or instance) in the same server; the sample model needs a sliver.
 GPU_MEMORY_UTILIZATION = 0.2
@@ -16,6 +16,9 @@ GPU_MEMORY_UTILIZATION = 0.2
 
 class SampleModel(Component):
     name = "sample-model"
+    # Where the model is made, and the repository (the server's default) that serves it.
+    model_dir = MODEL_DIR
+    repository_dir = REPOSITORY_DIR
 
     def stages(self) -> list[Stage]:
         return [Stage("sample-model", "common/sample-model.j2")]

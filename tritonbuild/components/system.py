@@ -1,10 +1,15 @@
-"""The operating system layer: the base images, Python, the non-root user."""
+"""The operating system layer: the base images, Python, the non-root user, the entrypoint."""
 from __future__ import annotations
 
-from .base import Component, ContextItem, Stage
+from .base import Component, ContextItem, Stage, User
 
-__all__ = ["CpuSystem", "GpuSystem", "USER", "UID", "ENTRYPOINT", "NGC_ENTRYPOINT",
+__all__ = ["CpuSystem", "GpuSystem", "USER", "GPU_USER", "ENTRYPOINT", "NGC_ENTRYPOINT",
            "AIP_MODE_HOOK"]
+
+# The non-root user the server runs as.  NGC's tritonserver images already have
+# `triton-server` with uid 1000, so the GPU image uses that one.
+USER = User("triton", 1000)
+GPU_USER = User("triton-server", 1000)
 
 ENTRYPOINT = "/opt/triton-vllm/entrypoint.sh"
 # NGC's own entrypoint: it prints the banner, sets up CUDA forward compatibility on older
@@ -14,18 +19,15 @@ NGC_ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
 # front of the command when AIP_MODE is set (Vertex AI).
 AIP_MODE_HOOK = "99-zz-triton-vllm-aip-mode.sh"
 
-# The non-root user the server runs as.  NGC's tritonserver images already have
-# `triton-server` with uid 1000, so the GPU image uses that one.
-USER, UID = "triton", 1000
-GPU_USER = "triton-server"
-
 
 class CpuSystem(Component):
     name = "system"
 
-    @property
-    def user(self) -> str:
+    def user(self) -> User:
         return USER
+
+    def entrypoint(self) -> list[str]:
+        return [ENTRYPOINT]
 
     def runtime_packages(self) -> list[str]:
         py = self.plan.python_version.value
@@ -36,17 +38,16 @@ class CpuSystem(Component):
         return [f"python{self.plan.python_version.value}-venv"]
 
     def stages(self) -> list[Stage]:
-        return [Stage("runtime-base", "cpu/runtime-base.j2"), Stage("builder", "cpu/builder.j2")]
-
-    @property
-    def entrypoint(self) -> list[str]:
-        return [ENTRYPOINT]
+        return [Stage("runtime-base", "cpu/runtime-base.j2"),
+                Stage("builder", "common/builder.j2")]
 
 
 class GpuSystem(CpuSystem):
-    @property
-    def user(self) -> str:
+    def user(self) -> User:
         return GPU_USER
+
+    def entrypoint(self) -> list[str]:
+        return [NGC_ENTRYPOINT, ENTRYPOINT]
 
     def runtime_packages(self) -> list[str]:
         return []  # NGC's image has Python, the CA bundle and the CUDA libraries
@@ -55,14 +56,12 @@ class GpuSystem(CpuSystem):
         return ["python3-venv"]
 
     def stages(self) -> list[Stage]:
-        return [Stage("runtime-base", "gpu/runtime-base.j2"), Stage("builder", "gpu/builder.j2")]
-
-    @property
-    def entrypoint(self) -> list[str]:
-        return [NGC_ENTRYPOINT, ENTRYPOINT]
+        return [Stage("runtime-base", "gpu/runtime-base.j2"),
+                Stage("builder", "common/builder.j2")]
 
     def project_steps(self) -> list[str]:
         return ["gpu/project-ngc-hooks.j2"]
 
     def context(self) -> list[ContextItem]:
-        return [ContextItem(f"ngc/entrypoint.d/{AIP_MODE_HOOK}", template="gpu/aip-mode-hook.sh.j2")]
+        return [ContextItem(f"ngc/entrypoint.d/{AIP_MODE_HOOK}",
+                            template="gpu/aip-mode-hook.sh.j2")]
