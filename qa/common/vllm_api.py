@@ -40,6 +40,15 @@ MEMBERS: dict[tuple[str, str], tuple[str, ...]] = {
     ("vllm.sampling_params", "RequestOutputKind"): ("DELTA", "FINAL_ONLY"),
     ("vllm.sampling_params", "SamplingParams"): (
         "output_kind", "structured_outputs", "logprobs"),
+    # What triton_vllm_backend/metrics.py reads from vLLM's statistics.
+    ("vllm.v1.metrics.loggers", "StatLoggerBase"): ("record", "log_engine_initialized"),
+    ("vllm.v1.metrics.stats", "SchedulerStats"): (
+        "num_running_reqs", "num_waiting_reqs", "kv_cache_usage"),
+    ("vllm.v1.metrics.stats", "IterationStats"): (
+        "num_prompt_tokens", "num_generation_tokens", "time_to_first_tokens_iter",
+        "inter_token_latencies_iter", "n_params_iter", "finished_requests"),
+    ("vllm.v1.metrics.stats", "FinishedRequestStats"): (
+        "e2e_latency", "num_prompt_tokens", "num_generation_tokens"),
 }
 
 
@@ -229,6 +238,8 @@ def _class_members(tree: ast.Module, cls: str) -> dict[str, list[str]] | None:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     a = item.args
                     out[item.name] = [x.arg for x in a.args + a.kwonlyargs]
+                    if item.name == "__init__":
+                        out.update({n: [] for n in _self_attributes(item)})
                 elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                     out[item.target.id] = []
                 elif isinstance(item, ast.Assign):
@@ -237,6 +248,17 @@ def _class_members(tree: ast.Module, cls: str) -> dict[str, list[str]] | None:
                             out[t.id] = []
             return out
     return None
+
+
+def _self_attributes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Attributes __init__ sets on self (`self.x = ...`, `self.x: T = ...`)."""
+    out = set()
+    for node in ast.walk(init):
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, ast.AnnAssign) else [])
+        out.update(t.attr for t in targets if isinstance(t, ast.Attribute)
+                   and isinstance(t.value, ast.Name) and t.value.id == "self")
+    return out
 
 
 def check(sources: Sources, uses: list[Use] | None = None) -> list[str]:

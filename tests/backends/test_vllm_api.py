@@ -44,3 +44,14 @@ def test_installed_cpu_vllm_has_what_the_backend_uses():
     assert metadata.version(pins.get("vllm.cpu_package")) == pins.get("vllm.cpu_version")
     root = Path(spec.origin).parent.parent
     assert vllm_api.check(vllm_api.Sources(pins.get("vllm.cpu_version"), root)) == []
+
+
+def test_the_check_sees_a_missing_member(monkeypatch):
+    oldest = min(GPU_VERSIONS, key=lambda v: tuple(int(x) for x in v.split(".")))
+    key = ("vllm.v1.metrics.stats", "IterationStats")
+    monkeypatch.setitem(vllm_api.MEMBERS, key, vllm_api.MEMBERS[key] + ("no_such_stat",))
+    monkeypatch.setitem(vllm_api.MEMBERS, ("vllm.v1.engine.async_llm", "AsyncLLM"),
+                        ("from_engine_args(no_such_argument)",))
+    assert vllm_api.check(vllm_api.Sources(oldest), []) == [
+        "vllm.v1.engine.async_llm.AsyncLLM.from_engine_args takes no argument no_such_argument",
+        "vllm.v1.metrics.stats.IterationStats has no member no_such_stat"]
