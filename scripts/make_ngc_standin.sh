@@ -38,7 +38,7 @@ rootfs=$(mktemp -d /var/tmp/tvb-ngc-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
 # Debian's debootstrap has no script for every Ubuntu suite; jammy's fits them all.
 debootstrap --variant=minbase --components=main,universe "${check[@]}" \
-    --include="python$python,libpython$python,python3-venv,ca-certificates" \
+    --include=ca-certificates \
     "$suite" "$rootfs" "$mirror" /usr/share/debootstrap/scripts/jammy >"$rootfs.log" 2>&1 || {
     tail -n 30 "$rootfs.log" >&2; exit 1; }
 rm -f "$rootfs.log" "$rootfs"/var/cache/apt/archives/*.deb
@@ -51,6 +51,11 @@ trap 'rm -rf "$rootfs" "$ctx"' EXIT
 cp -r scripts/ngc_standin "$ctx/ngc"
 cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM $image.rootfs
+# apt, not debootstrap: it resolves names Ubuntu has moved (libpython3.12 -> ...t64).
+RUN apt-get update -q \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        python$python libpython$python python3-venv \
+ && rm -rf /var/lib/apt/lists/*
 RUN useradd --uid 1000 --create-home --home-dir /home/triton-server triton-server \
  && rm -rf /home/triton-server
 COPY ngc/ /opt/nvidia/

@@ -55,3 +55,15 @@ def test_the_check_sees_a_missing_member(monkeypatch):
     assert vllm_api.check(vllm_api.Sources(oldest), []) == [
         "vllm.v1.engine.async_llm.AsyncLLM.from_engine_args takes no argument no_such_argument",
         "vllm.v1.metrics.stats.IterationStats has no member no_such_stat"]
+
+
+def test_command_line_as_the_readme_shows_it():
+    # backends/vllm/README.md: `python -m qa.common.vllm_api`
+    import subprocess
+    import sys
+    root = Path(vllm_api.__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "qa.common.vllm_api"], cwd=root,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    for version in GPU_VERSIONS:
+        assert f"vllm {version}: every name the backend uses exists" in out.stdout
