@@ -26,7 +26,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+_HERE = Path(__file__).resolve()
+# The checkout's root; a lone copy (mounted into an image to check its vLLM) has none.
+ROOT = _HERE.parents[2] if len(_HERE.parents) > 2 else _HERE.parent
 BACKEND = Path(os.environ.get("TVB_BACKEND_DIR", ROOT / "backends" / "vllm"))
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "triton-vllm-build" \
     / "vllm-sources"
