@@ -143,11 +143,13 @@ def test_stub_of_another_python_stops_installs(triton, tmp_path):
 
 
 def test_no_python_backend_beside_the_backend_directory(tmp_path):
-    host = FakeHost(tmp_path)
+    host = FakeHost(tmp_path, installed={})
     found = run(tmp_path / "elsewhere" / "vllm", host)
     assert found["Triton's Python backend"].status == "missing"
+    assert found["vLLM and numpy"] == install.Finding(
+        "skipped", "vLLM and numpy", "not installed: Triton's Python backend not found")
     assert "backend files" not in found
-    assert not (tmp_path / "elsewhere").exists()
+    assert host.commands == [] and not (tmp_path / "elsewhere").exists()
 
 
 def test_libpython_missing_or_from_another_build(triton, tmp_path):

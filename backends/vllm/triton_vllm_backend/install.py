@@ -354,8 +354,8 @@ def run(args: argparse.Namespace, host: Host, source: Path = SOURCE,
 
     backend, stub = check_python_backend(dest)
     add(backend)
-    python_ok = stub is None or add(check_interpreter(stub, host)).status != MISSING
-    if python_ok:
+    python_ok = stub is not None and add(check_interpreter(stub, host)).status != MISSING
+    if stub is None or python_ok:
         add(check_libpython(host))
         add(check_visible(host))
     add(check_locale())
@@ -363,8 +363,9 @@ def run(args: argparse.Namespace, host: Host, source: Path = SOURCE,
         add(ensure_vllm(args.vllm, host, args.check))
         add(ensure_numpy(dest, host, args.check))
     else:
-        add(Finding(SKIPPED, "vLLM and numpy", "not installed into a Python the stub does "
-                    "not embed"))
+        # Gigabytes of vLLM are no use in a Python that no stub embeds.
+        why = "the stub embeds another Python" if stub else "Triton's Python backend not found"
+        add(Finding(SKIPPED, "vLLM and numpy", f"not installed: {why}"))
     if backend.status == OK:
         add(install_files(source, dest, args.check))
     if args.frontend is not None:
