@@ -14,6 +14,8 @@ from tritonbuild import pins, snippet
 
 REPO = Path(__file__).resolve().parents[2]
 BACKEND_README = REPO / "backends" / "vllm" / "README.md"
+# Apart from golden/, which holds exactly what build.py's cases render.
+GOLDEN = Path(__file__).resolve().parent / "golden_snippet"
 CASES = {
     "ngc.Dockerfile": [],
     "ngc-25.11-no-frontend.Dockerfile": ["--upstream-container-version=25.11", "--no-frontend"],
@@ -35,9 +37,9 @@ def readme_block(marker: str) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name, capsys, golden_dir, update_golden):
+def test_golden(name, capsys, update_golden):
     text = printed(CASES[name], capsys)
-    golden = golden_dir / "install-snippet" / name
+    golden = GOLDEN / name
     if update_golden:
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
