@@ -28,7 +28,7 @@ if [[ $steps == *1* ]]; then
 fi
 if [[ $steps == *2* ]]; then
     say "2. the backend's vLLM names in each pinned vLLM"
-    "$py" -m qa.common.vllm_api
+    "$py" -m tritonbuild.vllm_api
 fi
 if [[ $steps == *3* ]]; then
     say "3. the GPU image's stages on a stand-in base"
@@ -42,7 +42,7 @@ if [[ $steps == *4* ]]; then
     docker run --rm "$tag" versions
     # NGC's hook puts tritonserver in front of the command; the image's hook takes it off.
     docker run --rm -e AIP_MODE=PREDICTION "$tag" versions >/dev/null
-    docker run --rm -v "$repo/qa/common/vllm_api.py:/check/vllm_api.py:ro" \
+    docker run --rm -v "$repo/tritonbuild/vllm_api.py:/check/vllm_api.py:ro" \
         -e TVB_BACKEND_DIR=/opt/tritonserver/backends/vllm \
         -e PYTHONPATH=/opt/tritonserver/backends/vllm \
         --entrypoint /opt/venv/bin/python "$tag" -c '

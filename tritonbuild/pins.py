@@ -37,6 +37,11 @@ def ngc_release(release: str) -> dict[str, Any] | None:
     return ngc_releases().get(release)
 
 
+def gpu_vllm_version(release: str | None = None) -> str:
+    """The vLLM paired with `release` in [ngc] (default: the GPU image's release)."""
+    return ngc_releases()[release or get("triton.gpu_upstream_container_version")]["vllm"]
+
+
 def gpu_lock_path(release: str) -> Path:
     """The constraints file (lock) of the GPU image's Python environment on `release`."""
     return VERSIONS_FILE.parent / "requirements" / "gpu" / f"{release}.txt"

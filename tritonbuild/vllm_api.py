@@ -7,8 +7,8 @@ there is one, else the few files it needs straight out of the release's wheel on
 by HTTP range requests (the wheel's central directory and those members, well under a
 MB), cached under ~/.cache/triton-vllm-build/vllm-sources.
 
-    python -m qa.common.vllm_api [VERSION ...]   check (default: every pinned GPU vLLM)
-    python -m qa.common.vllm_api --installed     check the vLLM this Python imports
+    python -m tritonbuild.vllm_api [VERSION ...]   check (default: every pinned GPU vLLM)
+    python -m tritonbuild.vllm_api --installed     check the vLLM this Python imports
 
 An import inside `try: ... except ImportError` is a guarded one (compat.py) and may be
 missing; every other must exist, and so must the members in MEMBERS.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 _HERE = Path(__file__).resolve()
 # The checkout's root; a lone copy (mounted into an image to check its vLLM) has none.
-ROOT = _HERE.parents[2] if len(_HERE.parents) > 2 else _HERE.parent
+ROOT = _HERE.parents[1] if (_HERE.parents[1] / "versions.toml").exists() else _HERE.parent
 BACKEND = Path(os.environ.get("TVB_BACKEND_DIR", ROOT / "backends" / "vllm"))
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "triton-vllm-build" \
     / "vllm-sources"
