@@ -265,3 +265,33 @@ def test_unsupported_fields_are_named_in_a_400(client, triton, extra, param):
 def test_unknown_model_is_404(client):
     r = client.post("/v1/responses", json={"model": "nope", "input": "x"})
     assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_cancel_streamed_response(make_client):
+    fake = FakeTriton(delay=0.05)
+    c = make_client(fake=fake)
+    with c.stream("POST", "/v1/responses", json={"model": "llm", "input": "x", "stream": True,
+                                                  "max_output_tokens": 50}) as r:
+        lines = r.iter_lines()
+        data = (json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        rid = next(data)["response"]["id"]
+        assert next(e for e in data if e["type"] == "response.output_text.delta")
+        cancelled = c.post(f"/v1/responses/{rid}/cancel").json()
+        rest = [e["type"] for e in data]
+    assert cancelled["status"] == "cancelled" and fake.cancelled == 1
+    assert 0 < cancelled["usage"]["output_tokens"] < 50
+    # The stream ends without a completed or incomplete event.
+    assert set(rest) <= {"response.output_text.delta"}
+
+
+def test_streaming_client_gone_stops_generation(make_client):
+    fake = FakeTriton(delay=0.05)
+    c = make_client(fake=fake)
+    with c.stream("POST", "/v1/responses", json={"model": "llm", "input": "x", "stream": True,
+                                                  "max_output_tokens": 50}) as r:
+        lines = r.iter_lines()
+        next(line for line in lines if "output_text.delta" in line)
+    deadline = time.monotonic() + 5
+    while fake.cancelled == 0:
+        assert time.monotonic() < deadline, "the generation went on for nobody"
+        time.sleep(0.01)
