@@ -11,6 +11,7 @@ dict, in a stable order.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -91,3 +92,50 @@ def find(manifests: list[dict], kind: str, name: str | None = None) -> dict:
 def hooks(manifests: list[dict], hook: str = "test") -> list[dict]:
     return [m for m in manifests
             if (m["metadata"].get("annotations") or {}).get("helm.sh/hook") == hook]
+
+
+# ---------------------------------------------------------------- values reference
+def _type_of(schema: dict) -> str:
+    if "enum" in schema:
+        return " \\| ".join(f"`{v}`" for v in schema["enum"])
+    if "anyOf" in schema:
+        return " or ".join(_type_of(s) for s in schema["anyOf"])
+    kind = schema.get("type", "any")
+    if kind == "array" and "items" in schema:
+        inner = schema["items"].get("type", "any")
+        return f"list of {inner}s"
+    return kind
+
+
+def _default(defaults, path: list[str]):
+    for key in path:
+        if not isinstance(defaults, dict) or key not in defaults:
+            return None
+        defaults = defaults[key]
+    return defaults
+
+
+def _rows(schema: dict, defaults: dict, path: list[str]) -> list[str]:
+    rows = []
+    for key, sub in schema.get("properties", {}).items():
+        here = [*path, key]
+        nested = sub.get("type") == "object" and sub.get("properties")
+        items = sub.get("items", {}) if sub.get("type") == "array" else {}
+        if not nested:
+            default = _default(defaults, here)
+            shown = "" if default is None else f"`{json.dumps(default)}`"
+            rows.append(f"| `{'.'.join(here)}` | {_type_of(sub)} | {shown} | "
+                        f"{sub.get('description', '')} |")
+        if nested:
+            rows += _rows(sub, defaults, here)
+        elif items.get("properties"):
+            rows += _rows(items, {}, [*here[:-1], f"{key}[]"])
+    return rows
+
+
+def values_reference() -> str:
+    """The README's values table, from values.schema.json and the chart's defaults."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    head = ["| key | type | default | description |", "|---|---|---|---|"]
+    return "\n".join(head + _rows(schema, defaults, [])) + "\n"

@@ -18,7 +18,8 @@ import yaml
 from qa.common import chart
 
 HERE = Path(__file__).parent
-FIXTURES = sorted((HERE / "values").glob("*.yaml"))
+# Values files kept with the chart (chart-testing's ci/ convention).
+FIXTURES = sorted((chart.CHART / "ci").glob("*-values.yaml"))
 GOLDEN = HERE / "golden"
 UPDATE_GOLDEN = os.environ.get("TVB_UPDATE_GOLDEN") == "1"
 # A current Kubernetes release, as kubernetes-validate ships its schemas.
@@ -35,11 +36,11 @@ CUSTOM_KINDS = {
 
 
 def fixture_id(path: Path) -> str:
-    return path.stem
+    return path.name.removesuffix("-values.yaml")
 
 
 def rendered(name: str, **values) -> list[dict]:
-    return chart.render([HERE / "values" / f"{name}.yaml"], values or None)
+    return chart.render([chart.CHART / "ci" / f"{name}-values.yaml"], values or None)
 
 
 def pod_spec(manifests: list[dict]) -> dict:
@@ -62,7 +63,7 @@ def test_lint_strict_finds_nothing():
 
 
 def test_fixtures_cover_the_workload_variants():
-    assert {p.stem for p in FIXTURES} >= {"default", "gpu-tp", "pvc-cache", "frontend-only",
+    assert {fixture_id(p) for p in FIXTURES} >= {"default", "gpu-tp", "pvc-cache", "frontend-only",
                                            "keda", "multi-node"}
 
 
@@ -95,7 +96,7 @@ def test_golden_manifests(values_file):
     text = yaml.safe_dump_all(_stable(chart.render([values_file])), sort_keys=False, width=100)
     text += "# NOTES.txt\n" + "".join(f"# {line}\n" for line in
                                        chart.notes([values_file]).strip().splitlines())
-    golden = GOLDEN / f"{values_file.stem}.yaml"
+    golden = GOLDEN / f"{fixture_id(values_file)}.yaml"
     if UPDATE_GOLDEN:
         golden.parent.mkdir(exist_ok=True)
         golden.write_text(text)
