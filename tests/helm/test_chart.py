@@ -183,7 +183,7 @@ def test_pod_runs_non_root_read_only_with_memory_shm():
 
 
 def test_ports_agree_with_the_image():
-    from tritonbuild.components.tritonserver import PORTS
+    from tritonbuild.ports import PORTS
 
     ports = {p["name"]: p["containerPort"] for p in container(pod_spec(rendered("default")))["ports"]}
     assert ports == {name: PORTS[name] for name in ("http", "grpc", "metrics", "openai")}
