@@ -106,9 +106,11 @@ def release(tmp_path_factory):
 
 
 def _start_up(rel: Release) -> None:
-    """The kubelet's start-up: the startup probe every period until it passes, or the
-    pod is restarted after failureThreshold failures.  The frontend pod has no startup
-    probe, so its liveness probe runs from the start and must never reach its threshold."""
+    """The kubelet's start-up: the startup probe until it passes, or the pod is restarted
+    once its budget (period x failureThreshold) is spent.  Checked every second rather
+    than every period, to measure the start-up; the verdict is the budget's.  The frontend
+    pod has no startup probe, so its liveness runs from the start and must never reach
+    its failure threshold."""
     startup = rel.probe(rel.server, "startupProbe")
     frontend_live = rel.probe(rel.frontend, "livenessProbe")
     live_failures, worst = 0, 0
