@@ -18,131 +18,28 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
-import shutil
 import time
 import urllib.error
 import urllib.request
-import uuid
-from pathlib import Path
 
 import pytest
 
-from qa.common import chart
-from qa.common.kubelet import PodContainer, Probe, docker
+from qa.common.kubelet import Probe, docker
+
+from .release import Release, image_under_test, run_helm_tests, start_up, until
 
 pytestmark = pytest.mark.docker
-HERE = Path(__file__).parent
-
-
-def _image() -> str:
-    image = os.environ.get("TVB_IMAGE") or os.environ.get("TVB_IMAGE_TAG")
-    if not image:
-        pytest.fail("no image to check the chart against: set TVB_IMAGE (or TVB_IMAGE_TAG) "
-                    "to an image build.py made, e.g. TVB_IMAGE=tritonserver-vllm:test")
-    if docker("image", "inspect", image, check=False).returncode != 0:
-        pytest.fail(f"image {image} does not exist: build it first "
-                    f"(./build.py --backend=vllm --endpoint=openai --enable-metrics --tag={image})")
-    return image
-
-
-class Release:
-    """The chart's pods running in Docker."""
-
-    def __init__(self, image: str, workdir: Path):
-        repository, _, tag = image.rpartition(":")
-        self.manifests = chart.render([HERE / "values.yaml"],
-                                      {"image": {"repository": repository, "tag": tag}})
-        self.workdir = workdir
-        self.network = f"tvb-helm-{uuid.uuid4().hex[:8]}"
-        self.pods: list[PodContainer] = []
-        server = chart.find(self.manifests, "Deployment", f"{chart.RELEASE}-triton-vllm")
-        frontend = chart.find(self.manifests, "Deployment", f"{chart.RELEASE}-triton-vllm-frontend")
-        suffix = self.network.rsplit("-", 1)[1]
-        self.server = self._pod(server["spec"]["template"], "triton", f"triton-{suffix}")
-        self.frontend = self._pod(frontend["spec"]["template"], "frontend", f"frontend-{suffix}")
-        self.startup_seconds: float | None = None
-
-    def _pod(self, template, container, name) -> PodContainer:
-        pod = PodContainer(self.manifests, template, container, network=self.network,
-                           workdir=self.workdir, name=name)
-        self.pods.append(pod)
-        return pod
-
-    def probe(self, pod: PodContainer, kind: str) -> Probe:
-        return Probe(pod, pod.container[kind])
-
-    def start(self) -> None:
-        docker("network", "create", self.network)
-        self.started = time.monotonic()
-        for pod in self.pods:
-            pod.start()
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {p.name} ---\n{p.logs()}" for p in self.pods if p.cid)
-
-    def stop(self) -> None:
-        for pod in self.pods:
-            pod.remove()
-        docker("network", "rm", self.network, check=False)
-        # The pods' emptyDirs hold files of the image's user: removed as root, by a container.
-        folders = [p for p in self.workdir.iterdir() if p.is_dir()]
-        if folders:
-            mounts = [a for i, p in enumerate(folders) for a in ("-v", f"{p}:/w{i}")]
-            docker("run", "--rm", "--user", "0", *mounts, "--entrypoint", "sh",
-                   self.server.container["image"], "-c", "rm -rf /w*/* /w*/.[!.]*", check=False)
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    rel = Release(_image(), tmp_path_factory.mktemp("pods"))
+    rel = Release(image_under_test(), tmp_path_factory.mktemp("pods"))
     rel.start()
     try:
-        _start_up(rel)
+        start_up(rel)
         yield rel
     finally:
         rel.stop()
-
-
-def _start_up(rel: Release) -> None:
-    """The kubelet's start-up: the startup probe until it passes, or the pod is restarted
-    once its budget (period x failureThreshold) is spent.  Checked every second rather
-    than every period, to measure the start-up; the verdict is the budget's.  The frontend
-    pod has no startup probe, so its liveness runs from the start and must never reach
-    its failure threshold."""
-    startup = rel.probe(rel.server, "startupProbe")
-    frontend_live = rel.probe(rel.frontend, "livenessProbe")
-    live_failures, worst = 0, 0
-    while True:
-        elapsed = time.monotonic() - rel.started
-        if not rel.server.running():
-            pytest.fail(f"the Triton pod exited during start-up:\n{rel.logs()}")
-        ok, why = startup.check()
-        if ok:
-            rel.startup_seconds = elapsed
-            break
-        if elapsed > startup.budget:
-            pytest.fail(f"startup probe still failing after its budget of {startup.budget} s "
-                        f"({why}): the kubelet would restart the pod\n{rel.logs()}")
-        ok, _ = frontend_live.check()
-        live_failures = 0 if ok else live_failures + 1
-        worst = max(worst, live_failures)
-        time.sleep(1)
-    print(f"Triton pod ready {rel.startup_seconds:.1f} s after start "
-          f"(startup budget {startup.budget} s)")
-    assert worst < frontend_live.failure_threshold, \
-        "the frontend pod's liveness failed while Triton loaded: it would be restarted"
-
-
-def _until(probe: Probe, seconds: float) -> tuple[bool, str]:
-    """Checks at the probe's period (at most 1 s apart here) until one passes."""
-    deadline = time.monotonic() + seconds
-    while True:
-        ok, why = probe.check()
-        if ok or time.monotonic() > deadline:
-            return ok, why
-        time.sleep(min(1.0, probe.period))
 
 
 def test_startup_probe_passes_within_its_budget(release):
@@ -162,7 +59,7 @@ def test_triton_pod_probes_pass_once_the_model_is_up(release, kind):
 def test_frontend_pod_probes_pass(release, kind):
     probe = release.probe(release.frontend, kind)
     # Ready once its catalog sees Triton's model (it polls Triton; one period allowed).
-    ok, why = _until(probe, probe.budget)
+    ok, why = until(probe, probe.budget)
     assert ok, f"{kind}: {why}\n{release.logs()}"
 
 
@@ -175,14 +72,7 @@ def test_readiness_probe_fails_for_a_model_that_is_not_there(release):
 
 
 def test_helm_test_pods_pass_against_the_services(release):
-    hooks = chart.hooks(release.manifests)
-    assert len(hooks) == 3
-    for hook in hooks:
-        pod = release._pod(hook, hook["spec"]["containers"][0]["name"],
-                           f"{hook['metadata']['name']}-{release.network[-8:]}")
-        status, log = pod.run_to_completion(timeout=180)
-        assert status == 0, f"{hook['metadata']['name']} failed ({status}):\n{log}"
-        assert "ok" in log, log
+    run_helm_tests(release)
 
 
 def test_openai_service_requires_the_generated_key(release):

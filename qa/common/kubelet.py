@@ -175,12 +175,20 @@ class PodContainer:
             data.update(secret.get("stringData") or {})
         items = src.get("items") or [{"key": k, "path": k} for k in data]
         host = self.workdir / f"{self.name}-{volume['name']}"
+        # The kubelet's layout: the files in a hidden timestamped folder, `..data` linking
+        # to it, and each top-level name a link through `..data` (so that an update swaps
+        # one link); a server scanning the mount sees the hidden entries too.
+        payload = host / "..2026_01_01_00_00_00.000000000"
         for item in items:
-            target = host / item["path"]
+            target = payload / item["path"]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(data[item["key"]])
+        (host / "..data").symlink_to(payload.name)
+        for top in {Path(item["path"]).parts[0] for item in items}:
+            (host / top).symlink_to(f"..data/{top}")
         for p in [host, *host.rglob("*")]:
-            p.chmod(0o755 if p.is_dir() else 0o644)
+            if not p.is_symlink():
+                p.chmod(0o755 if p.is_dir() else 0o644)
         return host
 
     def _aliases(self) -> list[str]:
