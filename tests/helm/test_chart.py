@@ -280,8 +280,10 @@ def test_fetched_models_come_from_init_containers_with_secret_credentials():
                              "/cache/models/mistral"]
     assert s3["envFrom"] == [{"secretRef": {"name": "s3-credentials"}}]
     assert hf["command"][-2:] == ["sentence-transformers/all-MiniLM-L6-v2", "/cache/models/minilm"]
-    # One claim per pod, from the StatefulSet's template.
+    # One claim per pod, from the StatefulSet's template, and its headless Service.
     assert workload["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "model-cache"
+    headless = chart.find(manifests, "Service", workload["spec"]["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
     _, model_json = _model_repository(manifests)["minilm"]
     assert model_json == {"model": "/cache/models/minilm", "disable_log_stats": False,
                           "runner": "pooling", "tensor_parallel_size": 1,
