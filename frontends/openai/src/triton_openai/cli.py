@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shutdown-timeout", type=float, default=d.shutdown_timeout,
                    help="seconds that in-flight streams get to finish on SIGTERM "
                         "(default: %(default)s)")
+    p.add_argument("--responses-store-size", type=int, default=d.responses_store_size, metavar="N",
+                   help="responses kept in memory for GET /v1/responses/{id} and "
+                        "previous_response_id, least recently used dropped first; 0 keeps none "
+                        "(default: %(default)s)")
     p.add_argument("--in-process", action="store_true",
                    help="serve --model-repository with Triton's in-process Python bindings "
                         "instead of connecting to --triton-url (needs libtritonserver.so)")
@@ -97,7 +101,8 @@ def config_from_args(args: argparse.Namespace) -> FrontendConfig:
         tool_call_parser=args.tool_call_parser, reasoning_parser=args.reasoning_parser,
         generation_config=args.generation_config, compact_json=args.compact_json,
         model_repository=args.model_repository,
-        in_process=args.in_process, shutdown_timeout=args.shutdown_timeout)
+        in_process=args.in_process, shutdown_timeout=args.shutdown_timeout,
+        responses_store_size=args.responses_store_size)
 
 
 class _JsonFormatter(logging.Formatter):

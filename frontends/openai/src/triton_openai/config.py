@@ -26,6 +26,8 @@ class FrontendConfig:
     generation_config: str = "auto"
     # JSON under structured outputs without free whitespace, unless a request says otherwise.
     compact_json: bool = False
+    # How many responses /v1/responses keeps for GET and previous_response_id (LRU).
+    responses_store_size: int = 1000
     model_repository: str | None = None
     in_process: bool = False
     # Seconds that in-flight streams get to finish on shutdown.
