@@ -56,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="access log lines as text or one JSON object each")
     p.add_argument("--log-level", default="info", help="log level (default: %(default)s)")
     p.add_argument("--shutdown-timeout", type=float, default=d.shutdown_timeout,
-                   help="seconds that in-flight streams get to finish on SIGTERM "
-                        "(default: %(default)s)")
+                   help="seconds that requests in flight get to finish on SIGTERM; those "
+                        "still running then end with an error (default: %(default)s)")
     p.add_argument("--in-process", action="store_true",
                    help="serve --model-repository with Triton's in-process Python bindings "
                         "instead of connecting to --triton-url (needs libtritonserver.so)")
@@ -118,9 +118,21 @@ def main(argv: list[str] | None = None) -> int:
         app = build_app(config)
     except (ClientSelectionError, ValueError) as err:
         parser.error(str(err))
-    uvicorn.run(app, host=config.host, port=config.port, access_log=False, log_config=None,
-                log_level=args.log_level, timeout_graceful_shutdown=config.shutdown_timeout)
-    return 0
+    from .shutdown import DrainingServer
+
+    uv_config = uvicorn.Config(app, host=config.host, port=config.port, access_log=False,
+                               log_config=None, log_level=args.log_level,
+                               # What is left once the drain is over are the cut requests'
+                               # error answers: a few seconds are plenty.
+                               timeout_graceful_shutdown=5)
+    server = DrainingServer(uv_config, app.state.drain, config.shutdown_timeout)
+    server.run()
+    status = server.exit_status
+    if status:
+        logging.getLogger("triton_openai.shutdown").error(
+            "stopped after cutting %d request(s): %s", len(app.state.drain.cut_requests),
+            "; ".join(app.state.drain.cut_requests))
+    return status
 
 
 if __name__ == "__main__":
