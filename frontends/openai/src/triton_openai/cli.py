@@ -11,6 +11,7 @@ import sys
 from .config import FrontendConfig
 
 API_KEY_ENV = "TRITON_OPENAI_API_KEY"
+SHUTDOWN_TIMEOUT_ENV = "TRITON_OPENAI_SHUTDOWN_TIMEOUT"
 
 
 def parse_served_names(values: list[str]) -> dict[str, str]:
@@ -55,9 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=["text", "json"], default=d.log_format,
                    help="access log lines as text or one JSON object each")
     p.add_argument("--log-level", default="info", help="log level (default: %(default)s)")
-    p.add_argument("--shutdown-timeout", type=float, default=d.shutdown_timeout,
+    p.add_argument("--shutdown-timeout", type=float,
+                   default=float(os.environ.get(SHUTDOWN_TIMEOUT_ENV) or d.shutdown_timeout),
                    help="seconds that requests in flight get to finish on SIGTERM; those "
-                        "still running then end with an error (default: %(default)s)")
+                        "still running then end with an error (or set $%s; default: %%(default)s)"
+                        % SHUTDOWN_TIMEOUT_ENV)
     p.add_argument("--in-process", action="store_true",
                    help="serve --model-repository with Triton's in-process Python bindings "
                         "instead of connecting to --triton-url (needs libtritonserver.so)")
