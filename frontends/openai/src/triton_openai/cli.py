@@ -59,8 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shutdown-timeout", type=float,
                    default=float(os.environ.get(SHUTDOWN_TIMEOUT_ENV) or d.shutdown_timeout),
                    help="seconds that requests in flight get to finish on SIGTERM; those "
-                        "still running then end with an error (or set $%s; default: %%(default)s)"
-                        % SHUTDOWN_TIMEOUT_ENV)
+                        f"still running then end with an error (or set ${SHUTDOWN_TIMEOUT_ENV}; "
+                        "default: %(default)s)")
     p.add_argument("--in-process", action="store_true",
                    help="serve --model-repository with Triton's in-process Python bindings "
                         "instead of connecting to --triton-url (needs libtritonserver.so)")
