@@ -24,13 +24,13 @@ pytestmark = [
 
 
 def test_triton_going_away_mid_stream_ends_streams_with_an_error(tmp_path, tiny_model):
-    repo = write_repository(tmp_path, tiny_model, engine_args={"max_model_len": 4096})
+    repo = write_repository(tmp_path, tiny_model, engine_args={"max_model_len": 2048})
     with TritonServer(repo, server_args=["--exit-timeout-secs=1"]) as triton:
         with FrontendProcess(f"http://127.0.0.1:{triton.http_port}", timeout=300) as fe:
             async def run():
                 async with httpx.AsyncClient(timeout=120) as client:
                     firsts = [asyncio.Event() for _ in range(4)]
-                    tasks = [asyncio.ensure_future(stream_chat(client, fe.url, MODEL, 4000, f))
+                    tasks = [asyncio.ensure_future(stream_chat(client, fe.url, MODEL, 2000, f))
                              for f in firsts]
                     await asyncio.wait_for(asyncio.gather(*(f.wait() for f in firsts)), 120)
                     t0 = time.monotonic()
