@@ -181,3 +181,13 @@ def test_drain_cuts_only_what_outlives_the_grace_period():
     clean, short, long, cut = asyncio.run(run())
     assert not clean and short == "finished" and long == "cut"
     assert len(cut) == 1 and "POST /v1/x from c:1" in cut[0]
+
+
+def test_the_log_names_a_cut_stream_by_the_id_its_client_saw():
+    from triton_openai.shutdown.middleware import _response_id
+
+    assert _response_id(b'data: {"id":"chatcmpl-1","choices":[]}\n\n') == "chatcmpl-1"
+    assert _response_id(b'event: response.created\ndata: {"type":"response.created",'
+                        b'"response":{"id":"resp_1"}}\n\n') == "resp_1"
+    assert _response_id(b"data: [DONE]\n\n") is None
+    assert _response_id(b": keep-alive\n\n") is None

@@ -35,9 +35,11 @@ class InFlight:
     cut: bool = False
 
     def describe(self) -> str:
-        what = self.response_id or "no response yet"
-        kind = "stream" if self.streaming else "request"
-        return (f"{self.method} {self.path} from {self.client} ({kind} {what}, "
+        if self.streaming:
+            what = f"stream {self.response_id or '(id not seen)'}"
+        else:
+            what = "no answer yet"
+        return (f"{self.method} {self.path} from {self.client} ({what}, "
                 f"running {time.monotonic() - self.started:.1f} s)")
 
 

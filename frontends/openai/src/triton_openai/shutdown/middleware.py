@@ -30,13 +30,19 @@ async def _send_json_error(send, message: str) -> None:
 
 
 def _response_id(body: bytes) -> str | None:
-    """The `id` of a stream's first event (`data: {"id": ...}`)."""
-    if not body.startswith(b"data: {"):
+    """The answer's id from a stream's first event: `data: {"id": ...}` (completions,
+    chat) or `data: {"response": {"id": ...}}` (Responses, after an `event:` line)."""
+    start = body.find(b"data: {")
+    if start < 0:
         return None
     try:
-        return json.loads(body.split(b"\n\n", 1)[0][6:]).get("id")
+        first = json.loads(body[start + 6:].split(b"\n", 1)[0])
     except ValueError:
         return None
+    if not isinstance(first, dict):
+        return None
+    response = first.get("response")
+    return first.get("id") or (response.get("id") if isinstance(response, dict) else None)
 
 
 class DrainMiddleware:
