@@ -66,6 +66,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/* Seconds the image lets requests in flight finish on SIGTERM: the pod's grace period
+less 10 s for both processes to exit, so the kubelet never kills a drain midway. */}}
+{{- define "triton-vllm.drainSeconds" -}}
+{{- max 1 (sub (int .Values.terminationGracePeriodSeconds) 10) -}}
+{{- end }}
+
 {{- define "triton-vllm.apiKeyEnv" -}}
 {{- with include "triton-vllm.apiKeySecret" . }}
 - name: TRITON_OPENAI_API_KEY

@@ -154,6 +154,8 @@ containers:
       - name: ENABLE_VLLM_HEALTH_CHECK
         value: "true"
       {{- end }}
+      - name: SHUTDOWN_GRACE_SECONDS
+        value: {{ include "triton-vllm.drainSeconds" $root | quote }}
       {{- if $v.modelCache.enabled }}
       - name: HF_HOME
         value: {{ $v.modelCache.mountPath }}/huggingface

@@ -315,6 +315,21 @@ def test_frontend_only_pods_serve_the_openai_service():
     assert frontend["spec"]["replicas"] == 3
 
 
+@pytest.mark.parametrize(("grace", "drain"), [(45, "35"), (5, "1")])
+def test_drain_ends_before_the_kubelet_kills_the_pod(grace, drain):
+    """On SIGTERM the image drains requests for SHUTDOWN_GRACE_SECONDS (the frontend alone
+    for TRITON_OPENAI_SHUTDOWN_TIMEOUT): both leave 10 s of the grace period to exit."""
+    manifests = rendered("frontend-only", terminationGracePeriodSeconds=grace)
+    server = pod_spec(manifests)
+    env = {e["name"]: e.get("value") for e in container(server)["env"]}
+    assert server["terminationGracePeriodSeconds"] == grace
+    assert env["SHUTDOWN_GRACE_SECONDS"] == drain
+    frontend = chart.find(manifests, "Deployment", "llm-triton-vllm-frontend")["spec"]["template"]
+    env = {e["name"]: e.get("value") for e in frontend["spec"]["containers"][0]["env"]}
+    assert frontend["spec"]["terminationGracePeriodSeconds"] == grace
+    assert env["TRITON_OPENAI_SHUTDOWN_TIMEOUT"] == drain
+
+
 # ------------------------------------------------------------------ autoscaling
 def _backend_gauges() -> set[str]:
     source = (chart.REPO_ROOT / "backends/vllm/triton_vllm_backend/metrics.py").read_text()

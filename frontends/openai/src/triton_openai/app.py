@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -20,12 +22,14 @@ from .embeddings.serving import EmbeddingsServing
 from .generation import GenerationService
 from .health import router as health_router
 from .health.serving import HealthServing
+from .health.warmup import Warmup
 from .middleware import AccessMiddleware, ApiKeyMiddleware, BodyLimitMiddleware
 from .models import router as models_router
 from .models.serving import ModelsServing
 from .responses_api import router as responses_router
 from .responses_api.serving import ResponsesServing
 from .sampling_defaults import SamplingDefaults
+from .shutdown import Drain, DrainMiddleware
 from .tokenization import router as tokenization_router
 from .tokenization.serving import TokenizationServing
 from .tokenizers import TokenizerCache
@@ -39,8 +43,14 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        # Connect to Triton and load what first requests need now, not on their path;
+        # /health/ready says ok once this is done.
+        preparing = asyncio.ensure_future(app.state.health.prepare())
         yield
-        # Uvicorn has waited for in-flight responses (graceful shutdown) before this runs.
+        preparing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await preparing
+        # The drain (shutdown/) has ended or cut every request before this runs.
         await app.state.triton.close()
 
     app = FastAPI(title="Triton OpenAI-compatible frontend", lifespan=lifespan,
@@ -50,6 +60,7 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     generation = GenerationService(client, catalog, TokenizerCache(config.tokenizer),
                                    SamplingDefaults(config.generation_config),
                                    config.compact_json)
+    drain = Drain()
 
     app.state.config = config
     app.state.triton = client
@@ -62,7 +73,9 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
                                            config.tool_call_parser, config.responses_store_size)
     app.state.embeddings = EmbeddingsServing(client, catalog)
     app.state.tokenization = TokenizationServing(generation, config.chat_template)
-    app.state.health = HealthServing(client, catalog, registry, config.triton_metrics_url)
+    app.state.drain = drain
+    app.state.health = HealthServing(client, catalog, registry, config.triton_metrics_url,
+                                     Warmup(generation, config.chat_template), drain)
 
     for surface in (models_router, completions_router, chat_router, responses_router,
                     embeddings_router, tokenization_router, health_router):
@@ -78,5 +91,6 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
                            allow_methods=["GET", "POST", "OPTIONS"],
                            allow_headers=["authorization", "content-type", "x-request-id"],
                            expose_headers=["x-request-id"])
+    app.add_middleware(DrainMiddleware, drain=drain)
     app.add_middleware(AccessMiddleware, registry=registry, log_format=config.log_format)
     return app
