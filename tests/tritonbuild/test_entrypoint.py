@@ -16,7 +16,9 @@ from tritonbuild.render import render
 
 STANDIN = """#!/bin/bash
 echo "$@" > "$RECORD_DIR/$(basename "$0")"
-trap 'echo TERM > "$RECORD_DIR/$(basename "$0").term"; exit 143' TERM
+# On SIGTERM: drain (as both real processes do) and exit 0, or $TERM_STATUS_<name>.
+status_var="TERM_STATUS_${0##*/}"; status_var=${status_var//-/_}
+trap 'echo TERM > "$RECORD_DIR/$(basename "$0").term"; exit "${!status_var:-0}"' TERM
 if [ -n "${EXIT_AFTER:-}" ] && [ "$(basename "$0")" = "$EXIT_WHO" ]; then
     sleep "$EXIT_AFTER"; exit 3
 fi
@@ -76,14 +78,27 @@ def test_frontend_uses_grpc_when_the_image_serves_no_http(image):
     assert (records / "triton-openai").read_text().split()[:2] == ["--triton-url", "localhost:8001"]
 
 
-def test_forwards_sigterm(image):
-    entry, records, env = image("--endpoint=openai")
+def sigterm(entry, records, env) -> int:
     proc = subprocess.Popen([str(entry)], env=env)
     wait_for(records / "tritonserver")
     wait_for(records / "triton-openai")
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=20) != 0
+    code = proc.wait(timeout=20)
     assert (records / "tritonserver.term").exists() and (records / "triton-openai.term").exists()
+    return code
+
+
+def test_sigterm_stops_both_and_a_clean_stop_exits_0(image):
+    # `docker stop` of a container whose processes drained cleanly is a success.
+    entry, records, env = image("--endpoint=openai")
+    assert sigterm(entry, records, env) == 0
+
+
+@pytest.mark.parametrize("who", ["tritonserver", "triton_openai"])
+def test_sigterm_passes_on_a_process_that_did_not_stop_cleanly(image, who):
+    entry, records, env = image("--endpoint=openai")
+    env[f"TERM_STATUS_{who}"] = "143"
+    assert sigterm(entry, records, env) == 143
 
 
 def test_default_repository_and_no_frontend_without_openai(image):

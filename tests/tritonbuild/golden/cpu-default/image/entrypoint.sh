@@ -33,7 +33,9 @@ server_args=(
 )
 
 pids=()
+stopping=0
 stop() {
+    stopping=1
     trap - TERM INT
     kill -TERM "${pids[@]}" 2>/dev/null || true
 }
@@ -42,10 +44,19 @@ trap stop TERM INT
 tritonserver "${server_args[@]}" "$@" &
 pids+=($!)
 
-# Run until either process ends (or a signal arrives), then stop the other one and exit
-# with the status of the one that ended first.
+# Run until either process ends or a signal arrives.  A process that ended on its own
+# stops the other, and its status is the container's.  On SIGTERM/SIGINT both drain and
+# stop: `wait -n` then only says a signal came (128+N), so the container's status is the
+# worst of theirs, 0 when both stopped cleanly.
 status=0
 wait -n "${pids[@]}" || status=$?
+if [ "$stopping" = 1 ]; then
+    status=0
+    for pid in "${pids[@]}"; do
+        wait "$pid" || { code=$?; [ "$code" -gt "$status" ] && status=$code; }
+    done
+    exit "$status"
+fi
 stop
 wait "${pids[@]}" 2>/dev/null || true
 exit "$status"
