@@ -1,14 +1,19 @@
 """build.py's orchestrator: flags -> plan -> rendered files -> build directory -> engine."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from .context import check_sources, write_build_dir
 from .engine import DockerCli, Engine
 from .errors import EngineError, TritonBuildError
 from .flags import parse_flags
 from .hostenv import HostFacts, discover
+from .publish import DockerSkopeo, Registry, publish
+from .release import ReleaseFacts, discover_release_facts, make_release_plan
 from .render import render
 from .validate import make_plan
 
@@ -28,12 +33,31 @@ def _check_local_images(plan, engine: Engine) -> None:
                               f"{image} makes it")
 
 
+class QaFailedError(TritonBuildError):
+    exit_code = 3
+
+
+def run_qa(image: str, suites: Sequence[str], out_dir: Path) -> int:
+    """`python -m qa IMAGE --suites ... --out DIR` with the test environment's Python
+    (pytest and the clients live there, not necessarily beside build.py's Jinja2)."""
+    venv_python = Path(os.environ.get("TVB_VENV", "/nonexistent"), "bin", "python")
+    python = str(venv_python) if venv_python.exists() else sys.executable
+    return subprocess.call([python, "-m", "qa", image, "--suites", ",".join(suites),
+                            "--out", str(out_dir)], cwd=Path(__file__).resolve().parent.parent)
+
+
 def main(argv: Sequence[str] | None = None, *, host: HostFacts | None = None,
-         engine: Engine | None = None) -> int:
+         engine: Engine | None = None, release_facts: ReleaseFacts | None = None,
+         qa: Callable[[str, Sequence[str], Path], int] = run_qa,
+         registry: Registry | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         flags = parse_flags(argv)
-        plan = make_plan(flags, host or discover())
+        host = host or discover()
+        plan = make_plan(flags, host)
+        release = make_release_plan(flags, release_facts or discover_release_facts(host.repo_root),
+                                    release=plan.container_version.value,
+                                    flavor=plan.flavor.value)
         quiet = plan.progress.value == "quiet"
         for note in plan.notes:
             if not quiet:
@@ -56,6 +80,19 @@ def main(argv: Sequence[str] | None = None, *, host: HostFacts | None = None,
         engine.run(command)
         if not quiet:
             _say(f"built {plan.tag.value}")
+        (root / "release.json").write_text(release.to_json())
+        if release.qa_suites.value:
+            out = root / "qa"
+            _say(f"QA: {', '.join(release.qa_suites.value)} against {plan.tag.value}")
+            if qa(plan.tag.value, release.qa_suites.value, out) != 0:
+                raise QaFailedError(f"QA failed (summary: {out / 'summary.html'})"
+                                    + ("; nothing was pushed" if release.push.value else ""))
+            _say(f"QA passed: {out / 'summary.html'}")
+        if release.push.value is not None:
+            done = publish(plan.tag.value, release.push.value, release.tags.value,
+                           registry or DockerSkopeo(), root,
+                           say=(lambda m: None) if quiet else _say)
+            _say(f"published {done.target.at(done.digest)} as {', '.join(done.tags)}")
         return 0
     except TritonBuildError as e:
         _say(f"error: {e}")
