@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 
 from .config import FrontendConfig
@@ -114,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
         app = build_app(config)
     except (ClientSelectionError, ValueError) as err:
         parser.error(str(err))
+    # On SIGTERM uvicorn drains the requests in flight, then raises the signal again under
+    # the handler it found, which (the default one) ends the process with status 143.  A
+    # drained stop is a success: `docker stop` and Kubernetes should see status 0.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(app, host=config.host, port=config.port, access_log=False, log_config=None,
                 log_level=args.log_level, timeout_graceful_shutdown=config.shutdown_timeout)
     return 0
