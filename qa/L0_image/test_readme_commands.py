@@ -12,8 +12,9 @@ checks that none falls outside them:
 - the pipeline's own: the README's first line (set-up and the default build) is the
   nightly workflow's first step, verbatim, and `scripts/run_tests.sh` is what .ci/run
   runs; tests/release check both.
-- examples of the test and benchmark commands (other arguments to run_tests.sh,
-  build.py, bench/*.py), which run the suites and benchmarks themselves.
+- examples of the test, QA and benchmark commands (other arguments to run_tests.sh,
+  build.py --qa/--push, python -m qa, bench/*.py): they run the suites and benchmarks
+  themselves, and scripts/nightly.sh runs build.py --qa --push every night.
 """
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ pytestmark = pytest.mark.docker
 README = Path(__file__).resolve().parents[2] / "README.md"
 README_IMAGE = "tritonserver-vllm:24.10-cpu"
 EXAMPLE = re.compile(r"^(scripts/run_tests\.sh|TVB_[A-Z_]+=\S+ scripts/run_tests\.sh|"
-                     r"\./build\.py|\"\$TVB_VENV/bin/python\" bench/|eval \"\$\(scripts/setup_host"
-                     r"\.sh\)\"$)")
+                     r"\./build\.py|\"\$TVB_VENV/bin/python\" (bench/|-m qa )|"
+                     r"eval \"\$\(scripts/setup_host\.sh\)\"$)")
 
 
 def readme_commands(text: str) -> list[str]:
