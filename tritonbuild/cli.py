@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from . import sbom
 from .context import check_sources, write_build_dir
 from .engine import DockerCli, Engine
 from .errors import EngineError, TritonBuildError
@@ -49,7 +50,8 @@ def run_qa(image: str, suites: Sequence[str], out_dir: Path) -> int:
 def main(argv: Sequence[str] | None = None, *, host: HostFacts | None = None,
          engine: Engine | None = None, release_facts: ReleaseFacts | None = None,
          qa: Callable[[str, Sequence[str], Path], int] = run_qa,
-         registry: Registry | None = None) -> int:
+         registry: Registry | None = None,
+         make_sbom: Callable[[str], dict] = sbom.image_sbom) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         flags = parse_flags(argv)
@@ -89,9 +91,11 @@ def main(argv: Sequence[str] | None = None, *, host: HostFacts | None = None,
                                     + ("; nothing was pushed" if release.push.value else ""))
             _say(f"QA passed: {out / 'summary.html'}")
         if release.push.value is not None:
+            say = (lambda m: None) if quiet else _say
+            say(f"reading the SBOM of {plan.tag.value}")
             done = publish(plan.tag.value, release.push.value, release.tags.value,
-                           registry or DockerSkopeo(), root,
-                           say=(lambda m: None) if quiet else _say)
+                           registry or DockerSkopeo(), root, say=say,
+                           sbom=sbom.dumps(make_sbom(plan.tag.value)))
             _say(f"published {done.target.at(done.digest)} as {', '.join(done.tags)}")
         return 0
     except TritonBuildError as e:

@@ -2,9 +2,12 @@
 
     1. `docker push` the image under its per-architecture tag: the one upload.  The
        registry's answer is the digest everything after refers to.
-    2. Copy that digest (`skopeo copy --preserve-digests`, registry to registry, no
+    2. Push the image's CycloneDX SBOM beside it, as a one-file image under the referrer
+       tag `sha256-<digest>.sbom` (the tag scheme cosign and oras use where a registry
+       has no referrers API), and write it to the build dir as `sbom.cdx.json`.
+    3. Copy that digest (`skopeo copy --preserve-digests`, registry to registry, no
        re-upload) to the immutable tag, then to each floating tag (`24.10-...`, `latest`).
-    3. Check that every tag now names the digest; write `published.json` to the build dir.
+    4. Check that every tag now names the digest; write `published.json` to the build dir.
 
 All or nothing: the floating tags' previous digests are read before any moves, and when
 one move fails the ones already moved go back, so `latest` and `24.10-...` never name
@@ -15,10 +18,12 @@ HTTP, as Docker itself does.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import subprocess
+import tarfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -97,6 +102,11 @@ class Registry(ABC):
     def copy(self, target: Target, digest: str, tag: str) -> None:
         """Point target:tag at digest (same registry, no upload)."""
 
+    @abstractmethod
+    def push_file(self, target: Target, tag: str, name: str, data: bytes,
+                  labels: dict[str, str]) -> str:
+        """Push one file as a scratch image target:tag; return its digest."""
+
 
 class DockerSkopeo(Registry):
     """`docker push` for the upload (the engine holds the image), skopeo for the rest."""
@@ -151,10 +161,37 @@ class DockerSkopeo(Registry):
             self._call(argv, target, f"reading {target.ref(tag)}")  # raises with the reason
         return out.stdout.strip() or None
 
+    def push_file(self, target: Target, tag: str, name: str, data: bytes,
+                  labels: dict[str, str]) -> str:
+        dockerfile = ("FROM scratch\n" + f"COPY {name} /{name}\n"
+                      + "".join(f"LABEL {k}={json.dumps(v)}\n" for k, v in labels.items()))
+        context = io.BytesIO()
+        with tarfile.open(fileobj=context, mode="w") as tar:
+            for filename, content in (("Dockerfile", dockerfile.encode()), (name, data)):
+                info = tarfile.TarInfo(filename)
+                info.size, info.mode = len(content), 0o644
+                tar.addfile(info, io.BytesIO(content))
+        local = f"tritonbuild-file:{tag}"
+        out = self._run([self.docker, "build", "-q", "-t", local, "-"], input=context.getvalue(),
+                        capture_output=True, timeout=600)
+        if out.returncode != 0:
+            raise PublishError(f"packing {name} failed: {out.stderr.decode(errors='replace')}")
+        try:
+            return self.push(local, target, tag)
+        finally:
+            self._run([self.docker, "image", "rm", local], capture_output=True)
+
     def copy(self, target: Target, digest: str, tag: str) -> None:
         self._call(self._skopeo(target, "copy", "--preserve-digests",
                                 f"docker://{target.at(digest)}", f"docker://{target.ref(tag)}"),
                    target, f"tagging {target.at(digest)} as {tag}")
+
+
+SBOM_FILE = "sbom.cdx.json"
+
+
+def sbom_tag(digest: str) -> str:
+    return digest.replace(":", "-") + ".sbom"
 
 
 @dataclass(frozen=True)
@@ -162,6 +199,8 @@ class Published:
     target: Target
     digest: str
     tags: tuple[str, ...]
+    sbom_tag: str | None = None
+    sbom_digest: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({
@@ -169,14 +208,25 @@ class Published:
             "digest": self.digest,
             "reference": self.target.at(self.digest),
             "tags": list(self.tags),
+            "sbom": ({"tag": self.sbom_tag, "digest": self.sbom_digest, "file": SBOM_FILE}
+                     if self.sbom_tag else None),
         }, indent=2) + "\n"
 
 
 def publish(image: str, target: Target, tags: ImageTags, registry: Registry,
-            build_dir: Path | None = None, say: Callable[[str], None] = lambda _: None
-            ) -> Published:
+            build_dir: Path | None = None, say: Callable[[str], None] = lambda _: None,
+            sbom: bytes | None = None) -> Published:
     say(f"pushing {image} as {target.ref(tags.arch)}")
     digest = registry.push(image, target, tags.arch)
+    sbom_digest = None
+    if sbom is not None:
+        if build_dir is not None:
+            build_dir.mkdir(parents=True, exist_ok=True)
+            (build_dir / SBOM_FILE).write_bytes(sbom)
+        say(f"pushing its SBOM as {target.ref(sbom_tag(digest))}")
+        sbom_digest = registry.push_file(target, sbom_tag(digest), SBOM_FILE, sbom, {
+            "org.opencontainers.image.description": "CycloneDX SBOM",
+            "io.triton-vllm.sbom-of": target.at(digest)})
     for tag in (tags.immutable,):
         registry.copy(target, digest, tag)
     previous = {tag: registry.digest(target, tag) for tag in tags.floating}
@@ -197,7 +247,8 @@ def publish(image: str, target: Target, tags: ImageTags, registry: Registry,
     wrong = {tag: found for tag in tags.all if (found := registry.digest(target, tag)) != digest}
     if wrong:
         raise PublishError(f"after the push, tags name other digests than {digest}: {wrong}")
-    result = Published(target, digest, tags.all)
+    result = Published(target, digest, tags.all,
+                       sbom_tag(digest) if sbom is not None else None, sbom_digest)
     if build_dir is not None:
         build_dir.mkdir(parents=True, exist_ok=True)
         (build_dir / "published.json").write_text(result.to_json())

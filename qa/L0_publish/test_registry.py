@@ -18,7 +18,8 @@ import pytest
 from qa.common.registry import LocalRegistry
 from tritonbuild import pins
 from tritonbuild.hostenv import docker_binary
-from tritonbuild.publish import CredentialsError, DockerSkopeo, parse_target, publish
+from tritonbuild.publish import CredentialsError, DockerSkopeo, parse_target, publish, sbom_tag
+from tritonbuild.sbom import dumps, image_sbom
 from tritonbuild.tags import compute_tags
 
 pytestmark = pytest.mark.docker
@@ -71,18 +72,26 @@ def test_round_trip(registry, small_image, tmp_path, monkeypatch):
     tags = compute_tags(release="24.10", flavor="cpu", kind="release",
                         git_sha="0123456789abcdef", arch="x86_64")
     build_dir = tmp_path / "build"
-    done = publish(small_image, target, tags, DockerSkopeo(), build_dir)
+    bom = image_sbom(small_image)
+    done = publish(small_image, target, tags, DockerSkopeo(), build_dir, sbom=dumps(bom))
     assert json.loads((build_dir / "published.json").read_text())["digest"] == done.digest
+    # The SBOM lists the base image's Debian packages, from dpkg's own records.
+    debs = {c["name"] for c in bom["components"] if c["purl"].startswith("pkg:deb/")}
+    assert {"base-files", "dpkg", "libc6"} <= debs
 
     # Every tag names the pushed digest, read from the registry without pulling.
     remote_tags = registry.get_json("/v2/triton/vllm-test/tags/list")["tags"]
-    assert sorted(remote_tags) == sorted(tags.all)
+    assert sorted(remote_tags) == sorted([*tags.all, sbom_tag(done.digest)])
     for tag in tags.all:
         info = skopeo_inspect(registry, target.ref(tag), config)
         assert info["Digest"] == done.digest, tag
         assert {k: info["Labels"].get(k) for k in LABELS} == LABELS
     raw = skopeo_inspect(registry, target.at(done.digest), config, "--raw")
     assert raw["mediaType"] == "application/vnd.docker.distribution.manifest.v2+json"
+    # The SBOM beside it names the image it describes.
+    sbom_info = skopeo_inspect(registry, target.ref(sbom_tag(done.digest)), config)
+    assert sbom_info["Labels"]["io.triton-vllm.sbom-of"] == target.at(done.digest)
+    assert sbom_info["Digest"] == done.sbom_digest
 
     # Gone from the engine, pulled back by digest, run: the same image.
     docker("image", "rm", small_image)

@@ -35,6 +35,12 @@ class FakeRegistry(Registry):
     def digest(self, target, tag):
         return self.tags.get(tag)
 
+    def push_file(self, target, tag, name, data, labels):
+        self.log.append(("push_file", tag, name))
+        self.files = {**getattr(self, "files", {}), tag: (data, labels)}
+        self.tags[tag] = "sha256:" + "f" * 64
+        return self.tags[tag]
+
     def copy(self, target, digest, tag):
         self.log.append(("copy", digest, tag))
         if tag == self.fail_copy_to and digest == D_NEW:
@@ -88,3 +94,15 @@ def test_loopback_targets():
     assert parse_target("127.0.0.1:5000/x").loopback
     assert parse_target("localhost:5000/x").loopback
     assert not parse_target("nvcr.io/x/y").loopback
+
+
+def test_the_sbom_goes_beside_the_image_before_any_tag_moves(tmp_path):
+    reg = FakeRegistry()
+    done = publish("img", parse_target("r.example.com/t"), TAGS, reg, tmp_path, sbom=b"{}\n")
+    sbom_tag = D_NEW.replace(":", "-") + ".sbom"
+    assert reg.log[1] == ("push_file", sbom_tag, "sbom.cdx.json")
+    assert reg.files[sbom_tag][1]["io.triton-vllm.sbom-of"] == f"r.example.com/t@{D_NEW}"
+    assert (tmp_path / "sbom.cdx.json").read_bytes() == b"{}\n"
+    recorded = json.loads((tmp_path / "published.json").read_text())
+    assert recorded["sbom"] == {"tag": sbom_tag, "digest": "sha256:" + "f" * 64,
+                                "file": "sbom.cdx.json"} and done.sbom_tag == sbom_tag

@@ -23,7 +23,8 @@ def run(argv, host, tmp_path, qa_status=0, facts=FACTS):
         calls.append((image, tuple(suites), out))
         return qa_status
     code = main(BASE + argv + [f"--build-dir={tmp_path}"], host=host, engine=FakeEngine(),
-                release_facts=facts, qa=qa, registry=registry)
+                release_facts=facts, qa=qa, registry=registry,
+                make_sbom=lambda image: {"bomFormat": "CycloneDX", "image": image})
     return code, calls, registry
 
 
@@ -50,10 +51,12 @@ def test_push_after_green_qa_records_the_digest(host, tmp_path):
     code, _, registry = run(["--qa=L0_image", "--push=127.0.0.1:5000/t",
                              "--release-kind=nightly"], host, tmp_path)
     assert code == 0
-    assert set(registry.tags) == {"24.10-vllm-python-py3-cpu-nightly.20261201-0123456789ab-amd64",
+    image_tags = {t for t in registry.tags if not t.endswith(".sbom")}
+    assert image_tags == {"24.10-vllm-python-py3-cpu-nightly.20261201-0123456789ab-amd64",
                                   "24.10-vllm-python-py3-cpu-nightly.20261201-0123456789ab",
                                   "nightly-cpu"}
     assert json.loads((tmp_path / "published.json").read_text())["digest"].startswith("sha256:")
+    assert json.loads((tmp_path / "sbom.cdx.json").read_text())["image"] == "tritonserver-vllm:24.10-cpu"
 
 
 @pytest.mark.parametrize("argv,facts,message", [
