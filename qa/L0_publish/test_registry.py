@@ -10,8 +10,11 @@ what the image holds, and CI stays fast.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +26,7 @@ from tritonbuild.sbom import dumps, image_sbom
 from tritonbuild.tags import compute_tags
 
 pytestmark = pytest.mark.docker
+REPO = Path(__file__).resolve().parents[2]
 DOCKER = docker_binary()
 LABELS = {"org.opencontainers.image.title": "publish test",
           "io.triton-vllm.version.tritonserver": pins.get("triton.server_version")}
@@ -122,3 +126,35 @@ def test_wrong_password_is_a_clear_error_and_pushes_nothing(registry, small_imag
     assert "an-old-password" not in message
     assert "triton/never-pushed" not in registry.get_json("/v2/_catalog")["repositories"]
     assert not (tmp_path / "build" / "published.json").exists()
+
+
+def test_build_py_push_publishes_the_real_image(registry, tmp_path):
+    """`./build.py ... --push` on the image this run built (qa/L0_build_image, same flags:
+    the build is all cache hits), about 80 s on the 2-core machine, most of it the upload."""
+    image = os.environ.get("TVB_IMAGE_TAG", "")
+    if not image or docker("image", "inspect", image, check=False).returncode != 0:
+        pytest.skip("no image built in this run (qa/L0_build_image builds TVB_IMAGE_TAG)")
+    image_id = docker("image", "inspect", "-f", "{{.Id}}", image).stdout.strip()
+    config = registry.docker_config(tmp_path / "docker-config")
+    build_dir = tmp_path / "build"
+    argv = [sys.executable, str(REPO / "build.py"), "--backend=vllm", "--endpoint=openai",
+            "--enable-metrics", f"--tag={image}", f"--build-dir={build_dir}", "-q",
+            f"--push={registry.address}/triton/vllm"]
+    out = subprocess.run(argv, cwd=REPO, env={**os.environ, "DOCKER_CONFIG": str(config)},
+                         capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert docker("image", "inspect", "-f", "{{.Id}}", image).stdout.strip() == image_id
+    published = json.loads((build_dir / "published.json").read_text())
+    release = json.loads((build_dir / "release.json").read_text())
+    assert published["tags"] == [release["tags"]["value"]["arch"],
+                                 release["tags"]["value"]["immutable"]]
+    target = parse_target(published["repository"])
+    for tag in published["tags"]:
+        info = skopeo_inspect(registry, target.ref(tag), config)
+        assert info["Digest"] == published["digest"]
+        assert info["Labels"][f"io.triton-vllm.version.{pins.get('vllm.cpu_package')}"] == \
+            pins.get("vllm.cpu_version")
+    purls = {c["purl"] for c in json.loads((build_dir / "sbom.cdx.json").read_text())["components"]}
+    assert f"pkg:pypi/{pins.get('vllm.cpu_package')}@{pins.get('vllm.cpu_version')}" in purls
+    assert any(p.startswith("pkg:deb/debian/libnuma1@") for p in purls)
+    assert published["sbom"]["tag"] in registry.get_json("/v2/triton/vllm/tags/list")["tags"]
