@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# The repository (qa, tritonbuild) and the backend folder, as pytest's `pythonpath` has them.
+sys.path[:0] = [str(ROOT), str(ROOT / "backends" / "vllm")]
 
 from qa.common import TritonServer, tiny_model_path, write_vllm_model  # noqa: E402
 from qa.common.tritonserver import ENGINE_ENV  # noqa: E402

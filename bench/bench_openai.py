@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# The repository (qa, tritonbuild) and the backend folder, as pytest's `pythonpath` has them.
+sys.path[:0] = [str(REPO), str(REPO / "backends" / "vllm")]
 
 import httpx  # noqa: E402
 

@@ -11,21 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import UsageError
+from .plan import FEATURES
 
 __all__ = ["parse_flags", "make_parser", "ENABLE_FEATURES"]
 
 # --enable-X flags that switch one server feature on (also turned on by --enable-all).
-ENABLE_FEATURES = ("logging", "stats", "tracing", "metrics", "gpu-metrics", "cpu-metrics")
-
-
-_FEATURE_HELP = {
-    "logging": "info-level server logs (else warnings and errors only)",
-    "stats": "open the statistics API (else it needs $TRITON_STATISTICS_KEY)",
-    "tracing": "trace requests to /tmp/triton-trace.json",
-    "metrics": "Prometheus metrics on port 8002",
-    "gpu-metrics": "GPU metrics (needs --enable-metrics and --enable-gpu)",
-    "cpu-metrics": "CPU metrics (needs --enable-metrics)",
-}
+ENABLE_FEATURES = tuple(f.name for f in FEATURES)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,8 +38,8 @@ def make_parser() -> argparse.ArgumentParser:
         help="endpoint to serve (http, grpc, openai, sagemaker, vertex-ai); repeatable")
     add("--filesystem", action="append", metavar="NAME",
         help="remote model repository the server is meant to read (gcs, s3, azure_storage)")
-    for feature in ENABLE_FEATURES:
-        add(f"--enable-{feature}", action="store_true", help=_FEATURE_HELP[feature])
+    for feature in FEATURES:
+        add(feature.flag, action="store_true", help=feature.help)
     add("--enable-gpu", action="store_true", help="build the GPU image (NGC base, CUDA vLLM)")
     add("--enable-all", action="store_true",
         help="enable every backend, endpoint, filesystem and feature (implies --enable-gpu)")

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Sourced", "Backend", "Secret", "BuildPlan", "SOURCES"]
+from .ports import PORTS
+
+__all__ = ["Sourced", "Backend", "Secret", "BuildPlan", "SOURCES", "Feature", "FEATURES"]
 
 T = TypeVar("T")
 SOURCES = ("flag", "default", "implied", "host")
@@ -45,11 +47,42 @@ class Secret:
 
 
 @dataclass(frozen=True)
+class Feature:
+    """A server feature switched on by `--enable-NAME` (and by --enable-all)."""
+    name: str                       # the flag's suffix, and the word in the image's label
+    help: str
+    needs: tuple[str, ...] = ()     # other features it needs
+    gpu_only: bool = False
+
+    @property
+    def flag(self) -> str:
+        return f"--enable-{self.name}"
+
+    @property
+    def field(self) -> str:
+        """The BuildPlan field holding it."""
+        return self.name.replace("-", "_")
+
+
+# The one list of server features: flags, rules, plan fields and labels all come from it.
+FEATURES = (
+    Feature("logging", "info-level server logs (else warnings and errors only)"),
+    Feature("stats", "open the statistics API (else it needs $TRITON_STATISTICS_KEY)"),
+    Feature("tracing", "trace requests to /tmp/triton-trace.json"),
+    Feature("metrics", f"Prometheus metrics on port {PORTS['metrics']}"),
+    Feature("gpu-metrics", "GPU metrics (needs --enable-metrics and --enable-gpu)",
+            needs=("metrics",), gpu_only=True),
+    Feature("cpu-metrics", "CPU metrics (needs --enable-metrics)", needs=("metrics",)),
+)
+
+
+@dataclass(frozen=True)
 class BuildPlan:
     flavor: Sourced[str]                        # "cpu" or "gpu"
     backends: Sourced[tuple[Backend, ...]]
     endpoints: Sourced[tuple[str, ...]]
     filesystems: Sourced[tuple[str, ...]]
+    # One per entry of FEATURES, in its order (a test checks that they agree).
     logging: Sourced[bool]
     stats: Sourced[bool]
     tracing: Sourced[bool]
@@ -85,6 +118,10 @@ class BuildPlan:
 
     def has_backend(self, name: str) -> bool:
         return any(b.name == name for b in self.backends.value)
+
+    def features(self) -> list[str]:
+        """Names of the features switched on, in the order of FEATURES."""
+        return [f.name for f in FEATURES if getattr(self, f.field).value]
 
     def has_endpoint(self, name: str) -> bool:
         return name in self.endpoints.value

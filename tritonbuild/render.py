@@ -9,13 +9,11 @@ import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
-from .components import ContextItem, PipStep, Stage, compose
-from .components.sample_model import MODEL_DIR, REPOSITORY_DIR
-from .components.system import UID
-from .components.tritonserver import server_args
+from .components import Component, ContextItem, User, compose
 from .plan import BuildPlan
 
 __all__ = ["render", "Rendered", "TEMPLATE_DIR", "LABEL_PREFIX", "labels"]
@@ -58,9 +56,7 @@ def labels(plan: BuildPlan, extra: list[tuple[str, str]]) -> list[tuple[str, str
         (f"{LABEL_PREFIX}.endpoints", ",".join(plan.endpoints.value)),
         (f"{LABEL_PREFIX}.filesystems", ",".join(plan.filesystems.value)),
     ]
-    features = [f for f in ("logging", "stats", "tracing", "metrics", "gpu_metrics", "cpu_metrics")
-                if getattr(plan, f).value]
-    out.append((f"{LABEL_PREFIX}.features", ",".join(f.replace("_", "-") for f in features)))
+    out.append((f"{LABEL_PREFIX}.features", ",".join(plan.features())))
     for b in plan.backends.value:
         if b.tag:
             out.append((f"{LABEL_PREFIX}.backend.{b.name}.tag", b.tag))
@@ -69,42 +65,59 @@ def labels(plan: BuildPlan, extra: list[tuple[str, str]]) -> list[tuple[str, str
     return out
 
 
+def _gather(parts: list[Component], hook: str) -> list[Any]:
+    """Every component's answer to one hook, in the components' order."""
+    return [x for p in parts for x in getattr(p, hook)()]
+
+
+def _user(parts: list[Component]) -> User:
+    users = [u for p in parts if (u := p.user()) is not None]
+    if len(users) != 1:
+        raise RuntimeError(f"exactly one component must name the image's user, not {users}")
+    return users[0]
+
+
+def _shared_context(plan: BuildPlan, parts: list[Component]) -> dict[str, Any]:
+    """What every template sees: the plan and the components' answers to the hooks."""
+    extra_versions = _gather(parts, "labels")
+    return {
+        "plan": plan,
+        "stage_names": [s.name for s in _gather(parts, "stages")],
+        "runtime_packages": sorted(set(_gather(parts, "runtime_packages"))),
+        "build_packages": sorted(set(_gather(parts, "build_packages"))),
+        "image_packages": sorted(set(_gather(parts, "image_packages"))),
+        "pip_steps": _gather(parts, "pip_steps"),
+        "pip_uninstall": _gather(parts, "pip_uninstall"),
+        "env": _gather(parts, "env"),
+        "ports": sorted(set(_gather(parts, "ports"))),
+        "labels": labels(plan, extra_versions),
+        "user": _user(parts),
+        "server_args": _gather(parts, "server_args"),
+        "services": _gather(parts, "services"),
+        "versions": dict(plan.pins.value + tuple(extra_versions)),
+        "secrets": [s.id for s in plan.secrets.value],
+    }
+
+
 def render(plan: BuildPlan) -> Rendered:
     parts = compose(plan)
     env = _environment()
+    ctx = _shared_context(plan, parts)
 
-    stages: list[Stage] = [s for p in parts for s in p.stages()]
-    pip_steps: list[PipStep] = [s for p in parts for s in p.pip_steps()]
-    extra_versions = [kv for p in parts for kv in p.labels()]
-    ctx = {
-        "plan": plan,
-        "stage_names": [s.name for s in stages],
-        "runtime_packages": sorted({x for p in parts for x in p.runtime_packages()}),
-        "build_packages": sorted({x for p in parts for x in p.build_packages()}),
-        "image_packages": sorted({x for p in parts for x in p.image_packages()}),
-        "pip_steps": pip_steps,
-        "pip_uninstall": [x for p in parts for x in p.pip_uninstall()],
-        "env": [kv for p in parts for kv in p.env()],
-        "ports": sorted({x for p in parts for x in p.ports()}),
-        "labels": labels(plan, extra_versions),
-        "project_steps": [t for p in parts for t in p.project_steps()],
-        "user": parts[0].user,  # type: ignore[attr-defined]
-        "uid": UID,
-        "server_args": server_args(plan),
-        "versions": dict(plan.pins.value + tuple(extra_versions)),
-        "model_dir": MODEL_DIR,
-        "repository_dir": REPOSITORY_DIR,
-        "secrets": [s.id for s in plan.secrets.value],
-    }
-    body = [env.get_template(s.template).render(ctx) for s in stages]
+    def own(part: Component, template: str) -> str:
+        # A component's own templates see it as `component`.
+        return env.get_template(template).render(ctx, component=part)
+
+    ctx["project_steps"] = [own(p, t) for p in parts for t in p.project_steps()]
+    body = [own(p, s.template) for p in parts for s in p.stages()]
     body.append(env.get_template("common/runtime.j2").render(ctx))
     dockerfile = env.get_template("Dockerfile.j2").render(ctx, stages="\n".join(body))
 
     files: dict[str, tuple[str, bool]] = {}
     copies: list[ContextItem] = []
-    for item in (i for p in parts for i in p.context()):
+    for part, item in ((p, i) for p in parts for i in p.context()):
         if item.template:
-            files[item.dest] = (env.get_template(item.template).render(ctx), item.executable)
+            files[item.dest] = (own(part, item.template), item.executable)
         elif item.text is not None:
             files[item.dest] = (item.text, item.executable)
         else:

@@ -1,12 +1,19 @@
 """Flags in, a validated BuildPlan out; every rule that can reject a flag lives here.
 
+The plan is made by resolvers, one per concern (flavor, release, backends, ...).  Each
+reads the flags, the host and what earlier resolvers decided, checks its flags, and
+returns the plan fields it owns as Sourced values.  RESOLVERS lists them in the order
+they run; a new concern is a new resolver added there (and a test of its own): a test
+checks that every field of BuildPlan has exactly one resolver.
+
 Nothing here touches the disk except to check that paths the user named exist, so a
 ValidationError always means nothing was written.
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +25,11 @@ from .errors import (
     UnsupportedError,
     ValidationError,
 )
-from .flags import ENABLE_FEATURES
 from .hostenv import HostFacts
-from .plan import Backend, BuildPlan, Secret, Sourced
+from .plan import FEATURES, Backend, BuildPlan, Secret, Sourced
 
-__all__ = ["make_plan", "BACKENDS", "ENDPOINTS", "FILESYSTEMS", "IMAGE_KEYS", "SECRET_IDS"]
+__all__ = ["make_plan", "Resolution", "RESOLVERS", "BACKENDS", "ENDPOINTS", "FILESYSTEMS",
+           "IMAGE_KEYS", "SECRET_IDS"]
 
 BACKENDS = ("vllm", "python", "ensemble")
 LLM_BACKENDS = ("vllm",)
@@ -39,10 +46,49 @@ _VERSION = re.compile(r"^\d+(\.\d+)*([a-z0-9.+-]*)$")
 _TAG_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _IMAGE_REF = re.compile(r"^[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
                         r"(@sha256:[a-f0-9]{64})?$")
+_URL = re.compile(r"^https?://\S+$")
 
 
-def _given(flags: Mapping[str, Any], name: str) -> bool:
-    return name in flags
+@dataclass
+class Resolution:
+    """What the resolvers share: the flags, this machine, and what is decided so far."""
+    flags: Mapping[str, Any]
+    host: HostFacts
+    values: dict[str, Sourced] = field(default_factory=dict)    # BuildPlan field -> value
+    notes: list[str] = field(default_factory=list)              # told to the user
+
+    def given(self, name: str) -> bool:
+        return name in self.flags
+
+    def value(self, name: str) -> Any:
+        return self.values[name].value
+
+    @property
+    def enable_all(self) -> bool:
+        return bool(self.flags.get("enable_all"))
+
+    @property
+    def gpu(self) -> bool:
+        return self.value("flavor") == "gpu"
+
+    def has_backend(self, name: str) -> bool:
+        return any(b.name == name for b in self.value("backends"))
+
+
+Resolved = dict[str, Sourced]
+Resolver = Callable[[Resolution], Resolved]
+
+
+def make_plan(flags: Mapping[str, Any], host: HostFacts) -> BuildPlan:
+    r = Resolution(flags, host)
+    for resolve in RESOLVERS:
+        r.values.update(resolve(r))
+    return BuildPlan(**r.values, repo_root=host.repo_root, notes=tuple(r.notes))
+
+
+def _switch(r: Resolution, dest: str) -> Sourced[bool]:
+    """An on/off flag that --enable-all does not touch."""
+    return Sourced(True, "flag") if r.flags.get(dest) else Sourced(False, "default")
 
 
 def _image_ref(flag: str, value: str) -> str:
@@ -51,273 +97,301 @@ def _image_ref(flag: str, value: str) -> str:
     return value
 
 
-def make_plan(flags: Mapping[str, Any], host: HostFacts) -> BuildPlan:
-    notes: list[str] = []
-    enable_all = bool(flags.get("enable_all"))
+def _url(flag: str, url: str) -> str:
+    if not _URL.match(url):
+        raise MalformedValueError(flag, url, "expected an http:// or https:// URL")
+    return url
 
-    # -- flavor ---------------------------------------------------------------------------
-    if _given(flags, "enable_gpu"):
-        flavor = Sourced("gpu", "flag")
-    elif enable_all:
-        flavor = Sourced("gpu", "implied", "--enable-all implies --enable-gpu")
-        notes.append("--enable-all implies --enable-gpu")
-    else:
-        flavor = Sourced("cpu", "default")
-    gpu = flavor.value == "gpu"
 
-    # -- Triton release -------------------------------------------------------------------
-    pinned_release = pinfile.get("triton.upstream_container_version")
-    if _given(flags, "upstream_container_version"):
-        release = flags["upstream_container_version"]
-        if not _YYMM.match(release):
-            raise MalformedValueError("--upstream-container-version", release,
-                                      "expected YY.MM, e.g. 24.10")
-        if not gpu and release != pinned_release:
-            raise UnsupportedError(
-                "--upstream-container-version", release,
-                f"the CPU image takes Triton from nvidia-pytriton "
-                f"{pinfile.get('triton.nvidia_pytriton')}, which is release {pinned_release}; "
-                f"other releases need --enable-gpu")
-        upstream = Sourced(release, "flag")
-    else:
-        upstream = Sourced(pinned_release, "default")
+def _known(flag: str, values: list[str], allowed: tuple[str, ...]) -> list[str]:
+    """The values in the order given, without repeats; an unknown one is an error."""
+    for v in values:
+        if v not in allowed:
+            raise UnknownValueError(flag, v, f"allowed: {', '.join(allowed)}")
+    return list(dict.fromkeys(values))
 
-    # -- backends -------------------------------------------------------------------------
-    vllm_tag_version: str | None = None
-    if _given(flags, "backend"):
+
+# -- the resolvers, in the order they run -----------------------------------------------
+
+def resolve_flavor(r: Resolution) -> Resolved:
+    if r.given("enable_gpu"):
+        return {"flavor": Sourced("gpu", "flag")}
+    if r.enable_all:
+        r.notes.append("--enable-all implies --enable-gpu")
+        return {"flavor": Sourced("gpu", "implied", "--enable-all implies --enable-gpu")}
+    return {"flavor": Sourced("cpu", "default")}
+
+
+def resolve_release(r: Resolution) -> Resolved:
+    """The Triton release (YY.MM) the image is made from."""
+    pinned = pinfile.get("triton.upstream_container_version")
+    if not r.given("upstream_container_version"):
+        return {"upstream_container_version": Sourced(pinned, "default")}
+    release = r.flags["upstream_container_version"]
+    if not _YYMM.match(release):
+        raise MalformedValueError("--upstream-container-version", release,
+                                  "expected YY.MM, e.g. 24.10")
+    if not r.gpu and release != pinned:
+        raise UnsupportedError(
+            "--upstream-container-version", release,
+            f"the CPU image takes Triton from nvidia-pytriton "
+            f"{pinfile.get('triton.nvidia_pytriton')}, which is release {pinned}; "
+            f"other releases need --enable-gpu")
+    return {"upstream_container_version": Sourced(release, "flag")}
+
+
+def _backend(spec: str, release: str) -> Backend:
+    """One --backend NAME[:TAG]; TAG is the release (rYY.MM), or for vllm a vLLM version."""
+    name, sep, tag = spec.partition(":")
+    if name not in BACKENDS:
+        raise UnknownValueError("--backend", spec, f"allowed: {', '.join(BACKENDS)}")
+    if not sep:
+        return Backend(name)
+    if not tag:
+        raise MalformedValueError("--backend", spec, "expected NAME[:TAG]")
+    m = _RELEASE_TAG.match(tag)
+    if m and m.group(1) != release:
+        raise UnsupportedError("--backend", spec, f"this checkout provides release r{release} only")
+    if not m and not (name == "vllm" and _VERSION.match(tag)):
+        raise MalformedValueError("--backend", spec, f"TAG must be r{release}"
+                                  + (" or a vLLM version" if name == "vllm" else ""))
+    return Backend(name, tag)
+
+
+def resolve_backends(r: Resolution) -> Resolved:
+    if r.given("backend"):
         chosen: list[Backend] = []
-        for spec in flags["backend"]:
-            name, _, tag = spec.partition(":")
-            if name not in BACKENDS:
-                raise UnknownValueError("--backend", spec, f"allowed: {', '.join(BACKENDS)}")
-            if ":" in spec:
-                if not tag:
-                    raise MalformedValueError("--backend", spec, "expected NAME[:TAG]")
-                m = _RELEASE_TAG.match(tag)
-                if m:
-                    if m.group(1) != upstream.value:
-                        raise UnsupportedError(
-                            "--backend", spec,
-                            f"this checkout provides release r{upstream.value} only")
-                elif name == "vllm" and _VERSION.match(tag):
-                    vllm_tag_version = tag  # vllm:0.32.0 picks the vLLM engine version
-                else:
-                    raise MalformedValueError(
-                        "--backend", spec,
-                        f"TAG must be r{upstream.value}"
-                        + (" or a vLLM version" if name == "vllm" else ""))
-            if all(b.name != name for b in chosen):
-                chosen.append(Backend(name, tag or None))
-        backends_source = "flag"
-    elif enable_all:
-        chosen = [Backend(n) for n in BACKENDS]
-        backends_source = "implied"
+        for spec in r.flags["backend"]:
+            b = _backend(spec, r.value("upstream_container_version"))
+            if all(c.name != b.name for c in chosen):
+                chosen.append(b)
+        source = "flag"
+    elif r.enable_all:
+        chosen, source = [Backend(n) for n in BACKENDS], "implied"
     else:
-        chosen = [Backend("vllm")]
-        backends_source = "default"
+        chosen, source = [Backend("vllm")], "default"
     if any(b.name == "vllm" for b in chosen) and all(b.name != "python" for b in chosen):
         chosen.append(Backend("python"))
-        notes.append("--backend=vllm implies --backend=python (the vLLM backend runs on it)")
-    backends = Sourced(tuple(chosen), backends_source)
+        r.notes.append("--backend=vllm implies --backend=python (the vLLM backend runs on it)")
+    return {"backends": Sourced(tuple(chosen), source)}
 
-    # -- endpoints ------------------------------------------------------------------------
-    given_endpoints: list[str] = list(flags.get("endpoint", []))
-    for e in given_endpoints:
-        if e not in ENDPOINTS:
-            raise UnknownValueError("--endpoint", e, f"allowed: {', '.join(ENDPOINTS)}")
-    endpoints = list(dict.fromkeys(given_endpoints))
+
+def resolve_endpoints(r: Resolution) -> Resolved:
+    given = list(r.flags.get("endpoint", []))
+    endpoints = _known("--endpoint", given, ENDPOINTS)
     source = "flag" if endpoints else "default"
-    if enable_all:
+    if r.enable_all:
         endpoints = list(dict.fromkeys(endpoints + ["http", "grpc", "sagemaker", "vertex-ai"]))
-        source = "implied" if not given_endpoints else "flag"
+        source = "flag" if given else "implied"
     # Triton's own protocols: both unless the user named one of them.
     if not {"http", "grpc"} & set(endpoints):
         endpoints = ["http", "grpc"] + endpoints
     # The OpenAI frontend reaches Triton over whichever of the two the image serves.
-    if "openai" in endpoints and not any(b.name in LLM_BACKENDS for b in chosen):
+    if "openai" in endpoints and not any(r.has_backend(b) for b in LLM_BACKENDS):
         raise ConflictError("--endpoint", "openai",
                             f"needs a backend that serves LLMs: --backend={LLM_BACKENDS[0]}")
-    order = {e: i for i, e in enumerate(ENDPOINTS)}
-    endpoint_value = Sourced(tuple(sorted(endpoints, key=order.__getitem__)), source)
+    return {"endpoints": Sourced(tuple(sorted(endpoints, key=ENDPOINTS.index)), source)}
 
-    # -- filesystems ----------------------------------------------------------------------
-    given_fs = list(flags.get("filesystem", []))
-    for fs in given_fs:
-        if fs not in FILESYSTEMS:
-            raise UnknownValueError("--filesystem", fs, f"allowed: {', '.join(FILESYSTEMS)}")
-    if enable_all:
-        filesystems = Sourced(FILESYSTEMS, "implied" if not given_fs else "flag")
-    else:
-        filesystems = Sourced(tuple(dict.fromkeys(given_fs)), "flag" if given_fs else "default")
 
-    # -- features -------------------------------------------------------------------------
-    feature: dict[str, Sourced[bool]] = {}
-    for name in ENABLE_FEATURES:
-        dest = "enable_" + name.replace("-", "_")
-        if _given(flags, dest):
-            feature[name] = Sourced(True, "flag")
-        elif enable_all:
-            feature[name] = Sourced(True, "implied", "--enable-all")
+def resolve_filesystems(r: Resolution) -> Resolved:
+    given = _known("--filesystem", list(r.flags.get("filesystem", [])), FILESYSTEMS)
+    if r.enable_all:
+        return {"filesystems": Sourced(FILESYSTEMS, "flag" if given else "implied")}
+    return {"filesystems": Sourced(tuple(given), "flag" if given else "default")}
+
+
+def resolve_features(r: Resolution) -> Resolved:
+    out: Resolved = {}
+    for f in FEATURES:
+        if r.given("enable_" + f.field):
+            out[f.field] = Sourced(True, "flag")
+        elif r.enable_all:
+            out[f.field] = Sourced(True, "implied", "--enable-all")
         else:
-            feature[name] = Sourced(False, "default")
-    if feature["gpu-metrics"].value:
-        if not gpu:
-            raise UnsupportedError("--enable-gpu-metrics", "true",
-                                   "GPU metrics need the GPU image: add --enable-gpu")
-        if not feature["metrics"].value:
-            raise ConflictError("--enable-gpu-metrics", "true", "needs --enable-metrics")
-    if feature["cpu-metrics"].value and not feature["metrics"].value:
-        raise ConflictError("--enable-cpu-metrics", "true", "needs --enable-metrics")
+            out[f.field] = Sourced(False, "default")
+    on = {f.name for f in FEATURES if out[f.field].value}
+    for f in (f for f in FEATURES if f.name in on):
+        if f.gpu_only and not r.gpu:
+            raise UnsupportedError(f.flag, "true", "needs the GPU image: add --enable-gpu")
+        missing = [n for n in f.needs if n not in on]
+        if missing:
+            raise ConflictError(f.flag, "true", f"needs --enable-{missing[0]}")
+    return out
 
-    # -- versions -------------------------------------------------------------------------
-    container_version = Sourced(upstream.value, "default", "the Triton release")
-    if _given(flags, "container_version"):
-        if not _TAG_PART.match(flags["container_version"]):
-            raise MalformedValueError("--container-version", flags["container_version"],
-                                      "letters, digits, '.', '_' and '-' only")
-        container_version = Sourced(flags["container_version"], "flag")
 
-    package_key = "gpu" if gpu else "cpu"
-    vllm_package = Sourced(pinfile.get(f"vllm.{package_key}_package"), "default")
-    vllm_version = Sourced(pinfile.get(f"vllm.{package_key}_version"), "default")
-    if _given(flags, "vllm_version"):
-        v = flags["vllm_version"]
+def resolve_container_version(r: Resolution) -> Resolved:
+    """The version of the image being built (its tag and label)."""
+    if not r.given("container_version"):
+        return {"container_version": Sourced(r.value("upstream_container_version"), "default",
+                                             "the Triton release")}
+    version = r.flags["container_version"]
+    if not _TAG_PART.match(version):
+        raise MalformedValueError("--container-version", version,
+                                  "letters, digits, '.', '_' and '-' only")
+    return {"container_version": Sourced(version, "flag")}
+
+
+def _vllm_tag_version(r: Resolution) -> str | None:
+    """The vLLM version of --backend=vllm:VERSION, if given so."""
+    return next((b.tag for b in r.value("backends") if b.name == "vllm" and b.tag
+                 and not _RELEASE_TAG.match(b.tag)), None)
+
+
+def resolve_vllm(r: Resolution) -> Resolved:
+    """The vLLM engine's package and version."""
+    key = "gpu" if r.gpu else "cpu"
+    package = Sourced(pinfile.get(f"vllm.{key}_package"), "default")
+    tagged = _vllm_tag_version(r)
+    if r.given("vllm_version"):
+        v = r.flags["vllm_version"]
         if not _VERSION.match(v):
             raise MalformedValueError("--vllm-version", v, "expected a version like 0.32.0")
-        if vllm_tag_version and vllm_tag_version != v:
+        if tagged and tagged != v:
             raise ConflictError("--vllm-version", v,
-                                f"--backend=vllm:{vllm_tag_version} asks for another version")
-        vllm_version = Sourced(v, "flag")
-    elif vllm_tag_version:
-        vllm_version = Sourced(vllm_tag_version, "flag", f"--backend=vllm:{vllm_tag_version}")
+                                f"--backend=vllm:{tagged} asks for another version")
+        version = Sourced(v, "flag")
+    elif tagged:
+        version = Sourced(tagged, "flag", f"--backend=vllm:{tagged}")
+    else:
+        version = Sourced(pinfile.get(f"vllm.{key}_version"), "default")
+    return {"vllm_package": package, "vllm_version": version}
 
-    # -- images ---------------------------------------------------------------------------
-    images: dict[str, str] = {}
-    for spec in flags.get("image", []):
+
+def _given_images(r: Resolution) -> dict[str, Sourced[str]]:
+    images: dict[str, Sourced[str]] = {}
+    for spec in r.flags.get("image", []):
         key, sep, ref = spec.partition(",")
         if not sep:
             raise MalformedValueError("--image", spec, "expected NAME,IMAGE")
         if key not in IMAGE_KEYS:
             raise UnknownValueError("--image", spec, f"NAME must be one of {', '.join(IMAGE_KEYS)}")
-        images[key] = _image_ref("--image", ref)
-    if gpu:
-        gpu_base = (Sourced(images["gpu-base"], "flag") if "gpu-base" in images else
-                    Sourced(f"{pinfile.get('base.gpu_image_repository')}:{upstream.value}-py3",
-                            "default"))
-        base_image = Sourced(images["base"], "flag") if "base" in images else gpu_base
-        python_version = Sourced("3", "default", "the NGC image's python3")
+        images[key] = Sourced(_image_ref("--image", ref), "flag")
+    return images
+
+
+def resolve_images(r: Resolution) -> Resolved:
+    """The images the stages start FROM, and the Python version they have."""
+    images = _given_images(r)
+    if r.gpu:
+        default = f"{pinfile.get('base.gpu_image_repository')}:" \
+                  f"{r.value('upstream_container_version')}-py3"
+        gpu_base = images.get("gpu-base", Sourced(default, "default"))
+        base = images.get("base", gpu_base)
+        python = Sourced("3", "default", "the NGC image's python3")
     else:
         if "gpu-base" in images:
-            raise UnsupportedError("--image", f"gpu-base,{images['gpu-base']}",
+            raise UnsupportedError("--image", f"gpu-base,{images['gpu-base'].value}",
                                    "gpu-base is the GPU image's base: add --enable-gpu")
-        base_image = (Sourced(images["base"], "flag") if "base" in images else
-                      Sourced(pinfile.get("base.cpu_image"), "default"))
-        python_version = Sourced(pinfile.get("base.cpu_python"), "default")
-    inference_image = (Sourced(images["inference"], "flag") if "inference" in images else
-                       Sourced(base_image.value, "default", "same as the build stages"))
+        base = images.get("base", Sourced(pinfile.get("base.cpu_image"), "default"))
+        python = Sourced(pinfile.get("base.cpu_python"), "default")
+    # Without --image=inference the final stage starts from the build stages' image, so
+    # an --image flag that picked that one implies it.
+    same = Sourced(base.value, "default" if base.source == "default" else "implied",
+                   "same as the build stages")
+    inference = images.get("inference", same)
+    return {"base_image": base, "inference_image": inference, "python_version": python}
 
-    # -- output and engine ----------------------------------------------------------------
-    build_dir = (Sourced(Path(flags["build_dir"]).resolve(), "flag") if _given(flags, "build_dir")
-                 else Sourced(host.repo_root / "build", "default"))
+
+def resolve_output(r: Resolution) -> Resolved:
+    """Where the build directory goes, and how much build.py says."""
+    if r.given("build_dir"):
+        build_dir = Sourced(Path(r.flags["build_dir"]).resolve(), "flag")
+    else:
+        build_dir = Sourced(r.host.repo_root / "build", "default")
     if build_dir.value.exists() and not build_dir.value.is_dir():
         raise ValidationError("--build-dir", build_dir.value, "exists and is not a directory")
-    if flags.get("verbose") and flags.get("quiet"):
+    if r.flags.get("verbose") and r.flags.get("quiet"):
         raise ConflictError("-q", "true", "cannot be combined with -v")
-    progress = (Sourced("plain", "flag") if flags.get("verbose") else
-                Sourced("quiet", "flag") if flags.get("quiet") else Sourced("auto", "default"))
+    progress = (Sourced("plain", "flag") if r.flags.get("verbose") else
+                Sourced("quiet", "flag") if r.flags.get("quiet") else Sourced("auto", "default"))
+    return {"build_dir": build_dir, "dryrun": _switch(r, "dryrun"), "progress": progress,
+            "no_cache": _switch(r, "no_cache")}
 
-    secrets: dict[str, Secret] = {}
-    for key, value in flags.get("build_secret", []):
+
+def resolve_secrets(r: Resolution) -> Resolved:
+    given: dict[str, Secret] = {}
+    for key, value in r.flags.get("build_secret", []):
         if key not in SECRET_IDS:
-            raise UnknownValueError("--build-secret", key, f"KEY must be one of {', '.join(SECRET_IDS)}")
+            raise UnknownValueError("--build-secret", key,
+                                    f"KEY must be one of {', '.join(SECRET_IDS)}")
         if not Path(value).is_file():
             raise ValidationError("--build-secret", f"{key} {value}", "VALUE must be a file")
-        secrets[key] = Secret(key, Path(value).resolve())
-    secrets_source = "flag" if secrets else "default"
-    if "pip_cert" not in secrets and host.pip_cert is not None:
-        secrets["pip_cert"] = Secret("pip_cert", host.pip_cert)
-        secrets_source = "host" if secrets_source == "default" else "flag"
-    secret_value = Sourced(tuple(secrets[k] for k in sorted(secrets)), secrets_source,
-                           f"pip's CA bundle from {host.pip_cert_origin}"
-                           if "pip_cert" in secrets and not any(
-                               k == "pip_cert" for k, _ in flags.get("build_secret", [])) else "")
+        given[key] = Secret(key, Path(value).resolve())
+    secrets, source, reason = dict(given), "flag" if given else "default", ""
+    if "pip_cert" not in given and r.host.pip_cert is not None:
+        secrets["pip_cert"] = Secret("pip_cert", r.host.pip_cert)
+        source = "flag" if given else "host"
+        reason = f"pip's CA bundle from {r.host.pip_cert_origin}"
+    return {"secrets": Sourced(tuple(secrets[k] for k in sorted(secrets)), source, reason)}
 
-    tag = Sourced(f"tritonserver-vllm:{container_version.value}-{flavor.value}", "default")
-    if _given(flags, "tag"):
-        if not _IMAGE_REF.match(flags["tag"]):
-            raise MalformedValueError("--tag", flags["tag"], "expected NAME[:TAG], lower-case name")
-        tag = Sourced(flags["tag"], "flag")
 
-    def _url(flag: str, url: str) -> str:
-        if not re.match(r"^https?://\S+$", url):
-            raise MalformedValueError(flag, url, "expected an http:// or https:// URL")
-        return url
+def resolve_tag(r: Resolution) -> Resolved:
+    if not r.given("tag"):
+        return {"tag": Sourced(f"tritonserver-vllm:{r.value('container_version')}-"
+                               f"{r.value('flavor')}", "default")}
+    if not _IMAGE_REF.match(r.flags["tag"]):
+        raise MalformedValueError("--tag", r.flags["tag"], "expected NAME[:TAG], lower-case name")
+    return {"tag": Sourced(r.flags["tag"], "flag")}
 
-    index = (Sourced(_url("--pip-index-url", flags["pip_index_url"]), "flag")
-             if _given(flags, "pip_index_url") else Sourced(None, "default"))
-    extra = (Sourced(tuple(_url("--pip-extra-index-url", u) for u in flags["pip_extra_index_url"]),
-                     "flag") if _given(flags, "pip_extra_index_url") else Sourced((), "default"))
 
-    if _given(flags, "wheelhouse"):
-        w = flags["wheelhouse"]
-        if w == "none":
-            wheelhouse: Sourced[Path | None] = Sourced(None, "flag")
-        elif not Path(w).is_dir():
+def resolve_pip_indexes(r: Resolution) -> Resolved:
+    index = (Sourced(_url("--pip-index-url", r.flags["pip_index_url"]), "flag")
+             if r.given("pip_index_url") else Sourced(None, "default"))
+    extra = (Sourced(tuple(_url("--pip-extra-index-url", u)
+                           for u in r.flags["pip_extra_index_url"]), "flag")
+             if r.given("pip_extra_index_url") else Sourced((), "default"))
+    return {"pip_index_url": index, "pip_extra_index_urls": extra}
+
+
+def _wheelhouse(r: Resolution) -> Sourced[Path | None]:
+    w = r.flags.get("wheelhouse")
+    if w == "none":
+        return Sourced(None, "flag")
+    if w is not None:
+        if not Path(w).is_dir():
             raise ValidationError("--wheelhouse", w, "must be an existing folder (or 'none')")
-        else:
-            wheelhouse = Sourced(Path(w).resolve(), "flag")
-    elif host.find_links is not None and not gpu:
+        return Sourced(Path(w).resolve(), "flag")
+    if r.host.find_links is not None and not r.gpu:
         # The CPU image needs the +cpu torch from there; the GPU image takes PyPI's.
-        wheelhouse = Sourced(host.find_links, "host", f"pip's find-links ({host.find_links_origin})")
-    else:
-        wheelhouse = Sourced(None, "default")
+        return Sourced(r.host.find_links, "host", f"pip's find-links ({r.host.find_links_origin})")
+    return Sourced(None, "default")
 
+
+def resolve_wheelhouse(r: Resolution) -> Resolved:
+    wheelhouse = _wheelhouse(r)
     torch_cpu = pinfile.get("python_packages.torch_cpu")
-    has_vllm = any(b.name == "vllm" for b in chosen)
-    if has_vllm and not gpu and index.value is None and not extra.value:
+    has_index = r.value("pip_index_url") is not None or r.value("pip_extra_index_urls")
+    if r.has_backend("vllm") and not r.gpu and not has_index:
         # PyPI has no +cpu torch: without an index that has it, a wheelhouse must.
-        has_torch = wheelhouse.value is not None and any(
-            wheelhouse.value.glob(f"torch-{torch_cpu}-*.whl"))
-        if not has_torch:
+        if wheelhouse.value is None or not any(wheelhouse.value.glob(f"torch-{torch_cpu}-*.whl")):
             raise UnsupportedError(
                 "--wheelhouse", wheelhouse.value or "none",
                 f"the CPU image needs torch=={torch_cpu}, which PyPI lacks: give a folder "
                 f"holding torch-{torch_cpu}-*.whl or --pip-extra-index-url of PyTorch's CPU index")
-
-    pins = _pins(gpu, upstream.value, base_image.value, python_version.value,
-                 vllm_package.value if has_vllm else None, vllm_version.value)
-
-    return BuildPlan(
-        flavor=flavor, backends=backends, endpoints=endpoint_value, filesystems=filesystems,
-        logging=feature["logging"], stats=feature["stats"], tracing=feature["tracing"],
-        metrics=feature["metrics"], gpu_metrics=feature["gpu-metrics"],
-        cpu_metrics=feature["cpu-metrics"], upstream_container_version=upstream,
-        container_version=container_version, base_image=base_image,
-        inference_image=inference_image, build_dir=build_dir,
-        dryrun=Sourced(True, "flag") if flags.get("dryrun") else Sourced(False, "default"),
-        progress=progress, secrets=secret_value, tag=tag, pip_index_url=index,
-        pip_extra_index_urls=extra, wheelhouse=wheelhouse,
-        no_cache=Sourced(True, "flag") if flags.get("no_cache") else Sourced(False, "default"),
-        vllm_package=vllm_package, vllm_version=vllm_version, python_version=python_version,
-        pins=Sourced(pins, "default", "versions.toml and the flags above"),
-        repo_root=host.repo_root, notes=tuple(notes))
+    return {"wheelhouse": wheelhouse}
 
 
-def _pins(gpu: bool, release: str, base: str, python: str, vllm_package: str | None,
-          vllm_version: str) -> tuple[tuple[str, str], ...]:
+def resolve_pins(r: Resolution) -> Resolved:
     """Every version the image pins, by a short name used in labels and `versions`."""
-    get = pinfile.get
-    out = [("triton-release", release)]
+    get, gpu, vllm = pinfile.get, r.gpu, r.has_backend("vllm")
+    out = [("triton-release", r.value("upstream_container_version"))]
     if not gpu:
         out += [("tritonserver", get("triton.server_version")),
                 ("nvidia-pytriton", get("triton.nvidia_pytriton"))]
-    out += [("base-image", base)]
+    out += [("base-image", r.value("base_image"))]
     if not gpu:
-        out += [("python", python)]
-    if vllm_package and not gpu:
+        out += [("python", r.value("python_version"))]
+    if vllm and not gpu:
         out += [("torch", get("python_packages.torch_cpu"))]
-    if vllm_package:
-        out += [(vllm_package, vllm_version)]
+    if vllm:
+        out += [(r.value("vllm_package"), r.value("vllm_version"))]
     out += [("numpy", get("python_packages.numpy")),
             ("pip", get("python_packages.pip"))]
-    return tuple(out)
+    return {"pins": Sourced(tuple(out), "default", "versions.toml and the flags above")}
+
+
+RESOLVERS: tuple[Resolver, ...] = (
+    resolve_flavor, resolve_release, resolve_backends, resolve_endpoints, resolve_filesystems,
+    resolve_features, resolve_container_version, resolve_vllm, resolve_images, resolve_output,
+    resolve_secrets, resolve_tag, resolve_pip_indexes, resolve_wheelhouse, resolve_pins,
+)

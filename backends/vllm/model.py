@@ -26,7 +26,6 @@ import gc  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
-import uuid  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import triton_python_backend_utils as pb_utils  # noqa: E402
@@ -34,8 +33,18 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 # Our helpers first, whatever else is on the path under these names.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from triton_vllm_backend import abort, engine_config, io_spec, lora, outputs, params  # noqa: E402
+from triton_vllm_backend import (  # noqa: E402
+    abort,
+    engine_config,
+    io_spec,
+    jobs,
+    lora,
+    outputs,
+    params,
+)
 from triton_vllm_backend.engine_config import ConfigError  # noqa: E402
+from triton_vllm_backend.inflight import RequestsInFlight  # noqa: E402
+from triton_vllm_backend.jobs import EmbedJob, GenerateJob  # noqa: E402
 
 # How often running requests are checked for cancellation, in seconds.
 CANCEL_POLL_S = 0.05
@@ -115,29 +124,15 @@ class TritonPythonModel:
             labels = {"model": self.model_name, "version": str(self.version)}
             stat_factories = [make_factory(labels, self.stat_loggers)]
 
-        self._loop = asyncio.new_event_loop()
-        self._loop_thread = threading.Thread(target=self._loop.run_forever,
-                                             name="vllm-engine-loop", daemon=True)
-        self._loop_thread.start()
-        # request id -> (request, response sender).  The request object is held until
-        # the request ends: once the stub lets go of it, the Python backend releases the
-        # request in Triton, and a client that leaves after that is never flagged as
-        # cancelled, so the generation would run to its end.
-        self._active: dict[str, tuple] = {}
-        self._cancelled: set[str] = set()  # ids in _active whose client went away
-        # Triton request id -> ids in _active, for abort requests (triton_vllm_backend/abort.py).
-        self._by_client_id: dict[str, set[str]] = {}
-        self._recent_aborts = abort.RecentAborts()
-        self._healthy = True
+        self._start_loop()
         try:
-            self.engine = self._run(self._make_engine(engine_args, stat_factories))
+            engine = self._run(self._make_engine(engine_args, stat_factories))
         except Exception:
             self._stop_loop()
             raise
         from vllm import SamplingParams
         self._sampling_fields = set(SamplingParams.__struct_fields__)
-        self._cancel_poller = asyncio.run_coroutine_threadsafe(self._poll_cancelled(),
-                                                               self._loop)
+        self._serve_with(engine)
         self.logger.log_info(f"[vllm] {self.model_name} ready ({self.runner}, "
                              f"model {raw['model']})")
 
@@ -145,6 +140,22 @@ class TritonPythonModel:
         # Made on the loop, so its output handler runs on that loop.
         from vllm.v1.engine.async_llm import AsyncLLM
         return AsyncLLM.from_engine_args(engine_args, stat_loggers=stat_factories)
+
+    def _start_loop(self):
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self._loop.run_forever,
+                                             name="vllm-engine-loop", daemon=True)
+        self._loop_thread.start()
+        # Each request holds (request, response sender) until it ends: once the stub
+        # lets go of the request object, the Python backend releases the request in
+        # Triton, and a client that leaves after that is never flagged as cancelled.
+        self._requests = RequestsInFlight()
+        self._healthy = True
+
+    def _serve_with(self, engine):
+        self.engine = engine
+        self._cancel_poller = asyncio.run_coroutine_threadsafe(self._poll_cancelled(),
+                                                               self._loop)
 
     def _run(self, coroutine, timeout=None):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
@@ -180,53 +191,24 @@ class TritonPythonModel:
             asyncio.run_coroutine_threadsafe(self._serve(job, request, sender), self._loop)
         return None
 
-    def _read_request(self, request) -> dict:
+    def _read_request(self, request) -> GenerateJob | EmbedJob:
         """Everything the request says, read now (tensors are not valid later)."""
         def get(name):
             tensor = pb_utils.get_input_tensor_by_name(request, name)
             return None if tensor is None else tensor.as_numpy()
 
-        def flag(name, default=False):
-            value = get(name)
-            return default if value is None else bool(value.reshape(-1)[0])
-
-        text = get("text_input")
-        ids = get("input_ids")
-        if ids is not None and ids.size:
-            prompt = {"prompt_token_ids": [int(t) for t in ids.reshape(-1)]}
-        elif text is not None:
-            value = text.reshape(-1)[0]
-            prompt = {"prompt": value.decode("utf-8") if isinstance(value, bytes) else str(value)}
-        else:
-            raise ValueError("the request needs text_input or input_ids")
-        wanted = outputs.Wanted(
-            finish_reason=flag("return_finish_reason"),
-            cumulative_logprob=flag("return_cumulative_logprob"),
-            logprobs=flag("return_logprobs"),
-            num_input_tokens=flag("return_num_input_tokens"),
-            num_output_tokens=flag("return_num_output_tokens"),
-        )
-        job = {"id": uuid.uuid4().hex, "client_id": request.request_id(), "prompt": prompt,
-               "wanted": wanted}
+        prompt, wanted = jobs.read_prompt(get), jobs.read_wanted(get)
+        request_id, client_id = jobs.new_id(), request.request_id()
         if self.runner == io_spec.POOLING:
-            return job
-        stream = flag("stream")
-        sp = get("sampling_parameters")
-        if sp is not None:
-            sp = sp.reshape(-1)[0]
-        else:
-            # As Triton's own vLLM backend: without the input, the request's parameters
-            # (`"parameters": {...}` on the generate endpoint) are the sampling parameters.
-            sp = request.parameters() or None
+            return EmbedJob(request_id, client_id, prompt, wanted)
+        given = jobs.read_generate_inputs(get, request.parameters)
         # vLLM computes logprobs (and so the cumulative one) only when asked: 0 asks for
         # the sampled token's alone.
         need_logprobs = wanted.logprobs or wanted.cumulative_logprob
-        job["sampling"] = self._sampling_params(sp, stream, need_logprobs)
-        job["stream"] = stream
-        # As Triton's own vLLM backend: a complete (non-streamed) answer repeats the
-        # prompt unless the client excludes it; streamed answers never do.
-        job["exclude_input"] = flag("exclude_input_in_output", default=False) or stream
-        return job
+        sampling, lora_request = self._sampling_params(given.sampling_parameters, given.stream,
+                                                       need_logprobs)
+        return GenerateJob(request_id, client_id, prompt, wanted, sampling, lora_request,
+                           given.stream, given.exclude_input)
 
     def _sampling_params(self, raw, stream, need_logprobs=False):
         from vllm import SamplingParams
@@ -255,20 +237,17 @@ class TritonPythonModel:
         adapter_id, path = lora.adapter_id(self.adapters, name)
         return LoRARequest(name, adapter_id, str(path))
 
-    async def _serve(self, job, request, sender):
-        request_id, client_id = job["id"], job["client_id"]
-        if client_id and self._recent_aborts.take(client_id):
+    async def _serve(self, job: GenerateJob | EmbedJob, request, sender):
+        request_id = job.id
+        if not self._requests.start(request_id, job.client_id, (request, sender)):
             # Its abort request came first: nobody waits for an answer.
             self._send(sender, None, final=True)
             return
-        self._active[request_id] = (request, sender)
-        if client_id:
-            self._by_client_id.setdefault(client_id, set()).add(request_id)
         try:
-            if self.runner == io_spec.POOLING:
-                await self._embed(job, sender)
-            else:
+            if isinstance(job, GenerateJob):
                 await self._generate(job, sender)
+            else:
+                await self._embed(job, sender)
         except asyncio.CancelledError:
             await self.engine.abort(request_id)
             self._send(sender, None, final=True)
@@ -282,63 +261,54 @@ class TritonPythonModel:
                     self._mark_unhealthy(e)
             self._fail(sender, message)
         finally:
-            self._active.pop(request_id, None)
-            self._cancelled.discard(request_id)
-            if client_id:
-                same_id = self._by_client_id.get(client_id, set())
-                same_id.discard(request_id)
-                if not same_id:
-                    self._by_client_id.pop(client_id, None)
+            self._requests.finish(request_id)
 
     async def _abort_request(self, client_id, sender):
         """Answer an abort request: stop every running request with that Triton id, or,
-        when none runs, remember the id for a request that has not come yet.  Only then:
-        clients may reuse ids, and a later request must not inherit an abort that
-        already found its target."""
-        ids = [rid for rid in self._by_client_id.get(client_id, ())
-               if rid not in self._cancelled]
+        when none runs, remember the id for a request that has not come yet."""
+        ids = self._requests.abort_client(client_id)
         if ids:
-            self._cancelled.update(ids)
             self.logger.log_info(f"[vllm] request {client_id} aborted by its client")
             try:
                 await self.engine.abort(ids)
             except Exception as e:  # noqa: BLE001 - the poller aborts them again
                 self.logger.log_error(f"[vllm] abort of {client_id} failed: {e!r}")
         else:
-            self._recent_aborts.add(client_id)
             self.logger.log_info(f"[vllm] abort of {client_id}: no such request running "
                                  f"(it ended, or has not come yet)")
         self._send(sender, None, final=True)
 
-    async def _generate(self, job, sender):
-        (sampling, lora_request), wanted = job["sampling"], job["wanted"]
+    async def _generate(self, job: GenerateJob, sender):
+        sampling = job.sampling
         # Streams ask vLLM for deltas: each output then carries only what is new, and
         # when this loop falls behind the engine, vLLM merges the deltas waiting for it
         # into one, so a slow consumer costs fewer responses, not more copying.
         # Cancellation is noticed and aborted in vLLM by _poll_cancelled().
         last = None
-        async for result in self.engine.generate(job["prompt"], sampling, job["id"],
-                                                 lora_request=lora_request):
-            if job["id"] in self._cancelled:
+        async for result in self.engine.generate(job.prompt, sampling, job.id,
+                                                 lora_request=job.lora_request):
+            if self._requests.is_cancelled(job.id):
                 break
             last = result
-            if job["stream"] and not result.finished:
-                self._send(sender, outputs.generate_outputs(result, sampling.n, wanted))
-        if last is None or job["id"] in self._cancelled:
+            if job.stream and not result.finished:
+                self._send(sender, outputs.generate_outputs(result, sampling.n, job.wanted))
+        if last is None or self._requests.is_cancelled(job.id):
             # Cancelled before the end: nobody is listening, only Triton needs the flag.
             self._send(sender, None, final=True)
             return
-        prefix = "" if job["exclude_input"] else (last.prompt or "")
-        self._send(sender, outputs.generate_outputs(last, sampling.n, wanted, prefix),
+        prefix = "" if job.exclude_input else (last.prompt or "")
+        self._send(sender, outputs.generate_outputs(last, sampling.n, job.wanted, prefix),
                    final=True)
 
-    async def _embed(self, job, sender):
-        from vllm.pooling_params import PoolingParams
+    async def _embed(self, job: EmbedJob, sender):
         last = None
-        async for result in self.engine.encode(job["prompt"], PoolingParams(task="embed"),
-                                               job["id"]):
+        async for result in self.engine.encode(job.prompt, self._pooling_params(), job.id):
             last = result
-        self._send(sender, outputs.pooling_outputs(last, job["wanted"]), final=True)
+        self._send(sender, outputs.pooling_outputs(last, job.wanted), final=True)
+
+    def _pooling_params(self):
+        from vllm.pooling_params import PoolingParams
+        return PoolingParams(task="embed")
 
     async def _poll_cancelled(self):
         """Abort requests whose client went away, whether they stream, wait in vLLM's
@@ -352,18 +322,16 @@ class TritonPythonModel:
                 self.logger.log_error(f"[vllm] cancellation check failed: {e!r}")
 
     async def _abort_cancelled(self):
-        for rid, (_, sender) in list(self._active.items()):
-            if rid in self._cancelled:
-                continue
+        for rid, (_, sender) in self._requests.running():
             try:
                 if sender.is_cancelled():
-                    self._cancelled.add(rid)
+                    self._requests.cancel(rid)
                     self.logger.log_info(f"[vllm] request {rid} cancelled by the client")
             except Exception:  # noqa: BLE001 - a request that ended meanwhile
                 continue
         # Aborted again on every poll until its coroutine ends: an abort that comes while
         # vLLM is still registering the request (tokenizing, queued) finds nothing to stop.
-        pending = [rid for rid in self._cancelled if rid in self._active]
+        pending = self._requests.to_abort()
         if pending:
             await self.engine.abort(pending)
 
@@ -414,7 +382,7 @@ class TritonPythonModel:
             self._cancel_poller.cancel()
         engine = getattr(self, "engine", None)
         if engine is not None:
-            ids = list(self._active)
+            ids = self._requests.ids()
             if ids:
                 try:
                     self._run(engine.abort(ids), timeout=10)
@@ -427,7 +395,7 @@ class TritonPythonModel:
         self.stat_loggers = []
         self._stop_loop()
         # Requests still held go now, while the stub can still release them.
-        self._active.clear()
+        self._requests.clear()
         gc.collect()
 
     def _stop_loop(self):

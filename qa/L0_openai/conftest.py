@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from triton_vllm_backend.lora import PUBLISHED_NAMES
 
 from qa.common import TritonServer, make_tiny_lora, write_vllm_model
 
@@ -28,14 +29,6 @@ TRANSPORT = os.environ.get("TVB_OPENAI_TRANSPORT", "grpc")
 if TRANSPORT not in ("grpc", "http"):
     raise ValueError(f"TVB_OPENAI_TRANSPORT must be grpc or http, not {TRANSPORT!r}")
 MAX_MODEL_LEN = 1024
-
-METRICS_CONFIG = """parameters: { key: "REPORT_CUSTOM_METRICS" value: { string_value: "true" } }"""
-
-
-def discovery(**params: str) -> str:
-    """config.pbtxt parameters by which the frontend finds the tokenizer, runner and length."""
-    return "\n".join(f'parameters: {{ key: "{k}" value: {{ string_value: "{v}" }} }}'
-                     for k, v in params.items())
 
 
 @dataclass
@@ -56,21 +49,19 @@ def write_repository(root: Path, tiny_model: Path) -> Path:
         # an answer with newlines until max_tokens, and then it does not parse.
         "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
         "enable_lora": True, "max_lora_rank": 8, "max_loras": 1,
-    }, config_extra=METRICS_CONFIG + "\n" + discovery(
-        vllm_model=str(tiny_model), vllm_runner="generate", vllm_max_model_len=str(MAX_MODEL_LEN),
-        vllm_lora_names=LORA),
+    }, parameters={"REPORT_CUSTOM_METRICS": "true", PUBLISHED_NAMES: LORA},
        # Relative to the version folder, so that the repository works mounted in a container.
        files={"multi_lora.json": json.dumps({LORA: f"./{LORA}-adapter"})})
     make_tiny_lora(repo / MODEL / "1" / f"{LORA}-adapter")
     write_vllm_model(repo, EMBED_MODEL, {
         "model": str(tiny_model), "runner": "pooling", "max_model_len": 256,
-    }, config_extra=discovery(vllm_model=str(tiny_model), vllm_runner="pooling",
-                              vllm_max_model_len="256"))
+    })
     return repo
 
 
 if __name__ == "__main__":
-    # python -m qa.L0_openai.conftest DIR: write the suite's model repository into DIR.
+    # Write the suite's model repository into DIR:
+    #     PYTHONPATH=backends/vllm python -m qa.L0_openai.conftest DIR
     from qa.common import tiny_model_path
 
     print(write_repository(Path(sys.argv[1]), tiny_model_path()))

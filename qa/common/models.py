@@ -11,6 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+# The backend's own account of the parameters clients discover a model by.
+from triton_vllm_backend.engine_config import published_parameters
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAKE_TINY_MODEL = REPO_ROOT / "model_repository" / "make_tiny_model.py"
 
@@ -55,15 +58,6 @@ instance_group [
 ]
 {parameters}{extra}
 """
-
-
-def published_parameters(engine_args: dict) -> dict[str, str]:
-    """The parameters clients discover a vLLM model by (see backends/vllm/README.md)."""
-    runner = "pooling" if engine_args.get("runner") == "pooling" else "generate"
-    out = {"vllm_model": str(engine_args["model"]), "vllm_runner": runner}
-    if engine_args.get("max_model_len") is not None:
-        out["vllm_max_model_len"] = str(engine_args["max_model_len"])
-    return out
 
 
 def write_vllm_model(repository: Path | str, name: str, engine_args: dict, *,

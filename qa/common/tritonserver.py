@@ -316,7 +316,7 @@ class TritonServer:
 
 
 if __name__ == "__main__":
-    # Manual use: python -m qa.common.tritonserver MODEL_REPOSITORY
+    # Manual use: PYTHONPATH=backends/vllm python -m qa.common.tritonserver MODEL_REPOSITORY
     with TritonServer(sys.argv[1], wait_ready=False) as server:
         print(server.http_url, server.grpc_url, server.metrics_url, flush=True)
         try:

@@ -1,33 +1,9 @@
 import json
-from dataclasses import dataclass, field
 
 import numpy as np
 from triton_vllm_backend.io_spec import inputs_for, outputs_for
 from triton_vllm_backend.outputs import Wanted, generate_outputs, pooling_outputs
-
-
-@dataclass
-class Logprob:
-    logprob: float
-    rank: int
-    decoded_token: str
-
-
-@dataclass
-class Choice:
-    index: int
-    text: str
-    token_ids: list
-    cumulative_logprob: float | None = None
-    logprobs: list | None = None
-    finish_reason: str | None = None
-
-
-@dataclass
-class Result:
-    outputs: list
-    prompt_token_ids: list = field(default_factory=lambda: [1, 2, 3])
-
+from vllm_fakes import Choice, Logprob, Pooled, PoolingResult, Result
 
 ALL = Wanted(True, True, True, True, True)
 
@@ -37,6 +13,7 @@ def test_complete_answer_with_every_output():
           {9: Logprob(-0.5, 1, "c")}]
     result = Result([Choice(0, "ac", [7, 9], -0.6, lp, "length")])
     out = generate_outputs(result, 1, ALL, prefix="P:")
+    assert set(out) == {o["name"] for o in outputs_for("generate")}  # what auto-complete declares
     assert out["text_output"].tolist() == [b"P:ac"]
     assert out["finish_reason"].tolist() == [b"length"]
     assert out["cumulative_logprob"].dtype == np.float32
@@ -70,16 +47,8 @@ def test_stream_delta_per_choice():
 
 
 def test_pooling_output():
-    @dataclass
-    class Pooled:
-        data: list
-
-    @dataclass
-    class PoolingResult:
-        outputs: Pooled
-        prompt_token_ids: list
-
     out = pooling_outputs(PoolingResult(Pooled([0.5, 1.5]), [1, 2]), Wanted(num_input_tokens=True))
+    assert set(out) == {o["name"] for o in outputs_for("pooling")}
     assert out["embedding"].dtype == np.float32 and out["embedding"].tolist() == [0.5, 1.5]
     assert out["num_input_tokens"].tolist() == [2]
 

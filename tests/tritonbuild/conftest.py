@@ -12,9 +12,12 @@ from tritonbuild.flags import parse_flags
 from tritonbuild.hostenv import REPO_ROOT, HostFacts
 from tritonbuild.validate import make_plan
 
-GOLDEN_DIR = Path(__file__).parent / "golden"
-# Regenerate the golden files instead of comparing: TVB_UPDATE_GOLDEN=1 pytest tests/tritonbuild
-UPDATE_GOLDEN = os.environ.get("TVB_UPDATE_GOLDEN") == "1"
+# Regenerate the golden files instead of comparing them:
+#   TVB_UPDATE_GOLDEN=1 scripts/run_tests.sh tests/tritonbuild
+UPDATE_GOLDEN_ENV = "TVB_UPDATE_GOLDEN"
+UPDATE_GOLDEN = os.environ.get(UPDATE_GOLDEN_ENV) == "1"
+# Where they are; another folder only for the test that regenerates them.
+GOLDEN_DIR = Path(os.environ.get("TVB_GOLDEN_DIR") or Path(__file__).parent / "golden")
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +65,12 @@ def golden_dir() -> Path:
 @pytest.fixture(scope="session")
 def update_golden() -> bool:
     return UPDATE_GOLDEN
+
+
+@pytest.fixture(scope="session")
+def update_golden_env() -> str:
+    """The variable's name, for messages and for the test that regenerates."""
+    return UPDATE_GOLDEN_ENV
 
 
 @pytest.fixture(scope="session")

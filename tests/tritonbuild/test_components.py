@@ -1,8 +1,9 @@
 """Components: which ones a plan gets, and how flags become tritonserver's flags."""
 import pytest
 
-from tritonbuild.components import compose
+from tritonbuild.components import Service, User, compose
 from tritonbuild.components.tritonserver import server_args
+from tritonbuild.render import render
 
 
 def names(plan):
@@ -11,7 +12,8 @@ def names(plan):
 
 def test_compose(plan_for):
     assert names(plan_for()) == ["system", "vllm", "tritonserver", "sample-model", "vllm-backend"]
-    assert "openai-frontend" in names(plan_for("--endpoint=openai"))
+    assert names(plan_for("--endpoint=openai")) == [
+        "system", "vllm", "tritonserver", "openai-frontend", "sample-model", "vllm-backend"]
     assert names(plan_for("--backend=python")) == ["system", "vllm", "tritonserver"]
 
 
@@ -25,8 +27,8 @@ def test_compose(plan_for):
     (["--enable-gpu", "--enable-metrics", "--enable-gpu-metrics"], ["--allow-gpu-metrics=true"], []),
     (["--enable-logging"], ["--log-info=true"], []),
     (["--enable-tracing"], ["--trace-config=level=TIMESTAMPS"], []),
-    (["--enable-stats"], [], ["--http-restricted-api=statistics:"
-                              "triton-statistics-key=${TRITON_STATISTICS_KEY}"]),
+    (["--enable-stats"], ["--allow-http=true"],
+     ["--http-restricted-api=statistics:triton-statistics-key=${TRITON_STATISTICS_KEY}"]),
     (["--endpoint=sagemaker"], ["--allow-sagemaker=true", "--sagemaker-port=8080"], []),
     (["--endpoint=vertex-ai"], ["--allow-vertex-ai=true", "--vertex-ai-port=8080"], []),
     (["--endpoint=vertex-ai", "--endpoint=sagemaker"], ["--vertex-ai-port=8081"], []),
@@ -40,7 +42,33 @@ def test_server_args(plan_for, argv, present, absent):
 
 
 def test_ports(plan_for):
-    from tritonbuild.render import render
     d = render(plan_for("--endpoint=openai", "--enable-metrics")).dockerfile
     assert "EXPOSE 8000 8001 8002 9000" in d
     assert "EXPOSE 8000\n" in render(plan_for("--endpoint=http")).dockerfile
+
+
+def hook(plan, name):
+    return [x for c in compose(plan) for x in getattr(c, name)()]
+
+
+def test_exactly_one_component_names_the_user(plan_for):
+    assert [c.user() for c in compose(plan_for()) if c.user()] == [User("triton", 1000)]
+    assert [c.user() for c in compose(plan_for("--enable-gpu")) if c.user()] == [
+        User("triton-server", 1000)]
+
+
+def test_server_args_start_with_the_default_repository(plan_for):
+    plan = plan_for()
+    assert hook(plan, "server_args") == [
+        "--model-repository=${MODEL_REPOSITORY:-/opt/tritonserver/model_repository}",
+        *server_args(plan)]
+
+
+def test_the_frontend_is_a_service_over_http_or_else_grpc(plan_for):
+    assert hook(plan_for(), "services") == []
+    [http] = hook(plan_for("--endpoint=openai"), "services")
+    assert http.argv == ("triton-openai", "--triton-url", "http://localhost:8000",
+                         "--host", "0.0.0.0", "--port", "9000")
+    assert hook(plan_for("--endpoint=grpc", "--endpoint=openai"), "services") == [Service(
+        "the OpenAI frontend", ("triton-openai", "--triton-url", "localhost:8001",
+                                "--host", "0.0.0.0", "--port", "9000"))]

@@ -1,10 +1,12 @@
 """Whole rendered outputs compared with golden files, so every change is reviewed as a diff.
 
-Regenerate after an intended change: TVB_update_golden=1 python -m pytest tests/tritonbuild
+Regenerate after an intended change: TVB_UPDATE_GOLDEN=1 scripts/run_tests.sh tests/tritonbuild
 """
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,23 +53,51 @@ def normalize(text: str, host) -> str:
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_golden(name, golden_host, golden_dir, update_golden):
+def test_golden(name, golden_host, golden_dir, update_golden, update_golden_env):
     host = golden_host
     plan = make_plan(parse_flags([*CASES[name], f"--build-dir={BUILD_DIR}"]), host)
     files = outputs(plan)
     root = golden_dir / name
+    if update_golden:
+        write_golden(root, {rel: normalize(text, host) for rel, text in files.items()})
+        return
     for rel, text in files.items():
-        text = normalize(text, host)
         golden = root / rel
-        if update_golden:
-            golden.parent.mkdir(parents=True, exist_ok=True)
-            golden.write_text(text)
-            continue
-        assert golden.exists(), f"no golden file {golden}: run with TVB_update_golden=1"
-        assert text == golden.read_text(), f"{name}/{rel} differs from its golden file"
-    if not update_golden:
-        on_disk = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
-        assert on_disk == set(files), "stale golden files"
+        assert golden.exists(), f"no golden file {golden}: run with {update_golden_env}=1"
+        assert normalize(text, host) == golden.read_text(), \
+            f"{name}/{rel} differs from its golden file (an intended change: {update_golden_env}=1)"
+    assert on_disk(root) == set(files), f"stale golden files: run with {update_golden_env}=1"
+
+
+def on_disk(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def write_golden(root: Path, files: dict[str, str]) -> None:
+    """The case's golden folder holds exactly these files afterwards."""
+    for rel in on_disk(root) - set(files):
+        (root / rel).unlink()
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+def test_update_env_regenerates_every_golden_file(tmp_path, update_golden_env):
+    # The documented command, pointed at a scratch copy: it writes what the cases render
+    # (so exactly the golden files of this checkout) and drops files no case makes.
+    scratch = tmp_path / "golden"
+    (scratch / "cpu-default").mkdir(parents=True)
+    (scratch / "cpu-default" / "stale.txt").write_text("no case renders this\n")
+    env = {**os.environ, update_golden_env: "1", "TVB_GOLDEN_DIR": str(scratch)}
+    here = Path(__file__).resolve()
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          f"{here}::test_golden"], env=env, cwd=here.parents[2],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    golden = here.parent / "golden"
+    assert on_disk(scratch) == on_disk(golden)
+    for rel in on_disk(golden):
+        assert (scratch / rel).read_text() == (golden / rel).read_text(), rel
 
 
 HADOLINT_CONFIG = Path(__file__).resolve().parents[2] / "dockerfiles" / "hadolint.yaml"

@@ -3,7 +3,9 @@ import json
 
 import pytest
 
-from tritonbuild.plan import SOURCES, BuildPlan, Sourced
+from tritonbuild import pins
+from tritonbuild.flags import make_parser
+from tritonbuild.plan import FEATURES, SOURCES, BuildPlan, Sourced
 
 
 def test_plan_is_immutable(plan_for):
@@ -25,10 +27,28 @@ def test_json_has_every_value_with_its_source(plan_for, tmp_path):
     assert data["flavor"] == {"value": "gpu", "source": "implied",
                               "reason": "--enable-all implies --enable-gpu"}
     assert {"id": "netrc", "src": str(netrc)} in data["secrets"]["value"]
-    assert data["pins"]["value"]["vllm"]
+    assert data["pins"]["value"]["vllm"] == pins.get("vllm.gpu_version")
     assert "--enable-all implies --enable-gpu" in data["notes"]
 
 
 def test_unknown_source_is_a_bug():
     with pytest.raises(ValueError):
         Sourced(1, "guess")
+
+
+def test_features_agree_with_the_plan_and_the_flags():
+    # The plan's feature fields are FEATURES, in its order, right after the filesystems.
+    names = [f.name for f in dataclasses.fields(BuildPlan)]
+    start = names.index("filesystems") + 1
+    assert names[start:start + len(FEATURES)] == [f.field for f in FEATURES]
+    assert names[start + len(FEATURES)] == "upstream_container_version"
+    options = {o for a in make_parser()._actions for o in a.option_strings}
+    assert {f.flag for f in FEATURES} <= options
+    for f in FEATURES:
+        assert set(f.needs) <= {g.name for g in FEATURES}, f.name
+
+
+def test_features_lists_those_switched_on(plan_for):
+    assert plan_for().features() == []
+    assert plan_for("--enable-metrics", "--enable-cpu-metrics", "--enable-logging").features() == [
+        "logging", "metrics", "cpu-metrics"]

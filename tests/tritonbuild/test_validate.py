@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,9 @@ from tritonbuild.errors import (
     UnsupportedError,
     ValidationError,
 )
-from tritonbuild.plan import Backend
+from tritonbuild.flags import parse_flags
+from tritonbuild.plan import FEATURES, Backend, BuildPlan, Sourced
+from tritonbuild.validate import RESOLVERS, Resolution, resolve_features, resolve_tag
 
 
 def test_defaults(plan_for, host):
@@ -27,65 +30,108 @@ def test_defaults(plan_for, host):
     assert any("implies --backend=python" in n for n in plan.notes)
 
 
-# Every flag changes the plan in a way a test can see: (flags, field, expected value).
+# Every flag changes the plan in a way a test can see: (flags, field, value, source).
 CHANGES = [
-    (["--backend=python"], "backends", (Backend("python"),)),
+    (["--backend=python"], "backends", (Backend("python"),), "flag"),
     (["--backend=ensemble", "--backend=vllm"], "backends",
-     (Backend("ensemble"), Backend("vllm"), Backend("python"))),
-    (["--backend=vllm:r24.10"], "backends", (Backend("vllm", "r24.10"), Backend("python"))),
-    (["--backend=vllm:0.31.0"], "vllm_version", "0.31.0"),
-    (["--endpoint=http"], "endpoints", ("http",)),
-    (["--endpoint=grpc"], "endpoints", ("grpc",)),
-    (["--endpoint=openai"], "endpoints", ("http", "grpc", "openai")),
-    (["--endpoint=http", "--endpoint=openai"], "endpoints", ("http", "openai")),
-    (["--endpoint=grpc", "--endpoint=openai"], "endpoints", ("grpc", "openai")),
-    (["--endpoint=sagemaker"], "endpoints", ("http", "grpc", "sagemaker")),
-    (["--endpoint=vertex-ai"], "endpoints", ("http", "grpc", "vertex-ai")),
-    (["--filesystem=s3", "--filesystem=gcs"], "filesystems", ("s3", "gcs")),
-    (["--filesystem=azure_storage"], "filesystems", ("azure_storage",)),
-    (["--enable-logging"], "logging", True),
-    (["--enable-stats"], "stats", True),
-    (["--enable-tracing"], "tracing", True),
-    (["--enable-metrics"], "metrics", True),
-    (["--enable-metrics", "--enable-cpu-metrics"], "cpu_metrics", True),
-    (["--enable-gpu", "--enable-metrics", "--enable-gpu-metrics"], "gpu_metrics", True),
-    (["--enable-gpu"], "flavor", "gpu"),
-    (["--enable-gpu"], "base_image", "nvcr.io/nvidia/tritonserver:24.10-py3"),
-    (["--enable-gpu"], "vllm_package", "vllm"),
-    (["--enable-all"], "flavor", "gpu"),
-    (["--enable-all"], "filesystems", ("gcs", "s3", "azure_storage")),
-    (["--enable-all"], "endpoints", ("http", "grpc", "sagemaker", "vertex-ai")),
+     (Backend("ensemble"), Backend("vllm"), Backend("python")), "flag"),
+    (["--backend=vllm:r24.10"], "backends", (Backend("vllm", "r24.10"), Backend("python")), "flag"),
+    (["--backend=vllm:0.31.0"], "vllm_version", "0.31.0", "flag"),
+    (["--endpoint=http"], "endpoints", ("http",), "flag"),
+    (["--endpoint=grpc"], "endpoints", ("grpc",), "flag"),
+    (["--endpoint=openai"], "endpoints", ("http", "grpc", "openai"), "flag"),
+    (["--endpoint=http", "--endpoint=openai"], "endpoints", ("http", "openai"), "flag"),
+    (["--endpoint=grpc", "--endpoint=openai"], "endpoints", ("grpc", "openai"), "flag"),
+    (["--endpoint=sagemaker"], "endpoints", ("http", "grpc", "sagemaker"), "flag"),
+    (["--endpoint=vertex-ai"], "endpoints", ("http", "grpc", "vertex-ai"), "flag"),
+    (["--filesystem=s3", "--filesystem=gcs"], "filesystems", ("s3", "gcs"), "flag"),
+    (["--filesystem=azure_storage"], "filesystems", ("azure_storage",), "flag"),
+    (["--enable-logging"], "logging", True, "flag"),
+    (["--enable-stats"], "stats", True, "flag"),
+    (["--enable-tracing"], "tracing", True, "flag"),
+    (["--enable-metrics"], "metrics", True, "flag"),
+    (["--enable-metrics", "--enable-cpu-metrics"], "cpu_metrics", True, "flag"),
+    (["--enable-gpu", "--enable-metrics", "--enable-gpu-metrics"], "gpu_metrics", True, "flag"),
+    (["--enable-gpu"], "flavor", "gpu", "flag"),
+    (["--enable-gpu"], "base_image", "nvcr.io/nvidia/tritonserver:24.10-py3", "default"),
+    (["--enable-gpu"], "vllm_package", "vllm", "default"),
+    (["--enable-all"], "flavor", "gpu", "implied"),
+    (["--enable-all"], "filesystems", ("gcs", "s3", "azure_storage"), "implied"),
+    (["--enable-all"], "endpoints", ("http", "grpc", "sagemaker", "vertex-ai"), "implied"),
     (["--enable-gpu", "--upstream-container-version=25.01"], "base_image",
-     "nvcr.io/nvidia/tritonserver:25.01-py3"),
-    (["--upstream-container-version=24.10"], "upstream_container_version", "24.10"),
-    (["--container-version=1.2.3"], "container_version", "1.2.3"),
-    (["--container-version=1.2.3"], "tag", "tritonserver-vllm:1.2.3-cpu"),
-    (["--image=base,my/debian:12"], "base_image", "my/debian:12"),
-    (["--image=base,my/debian:12"], "inference_image", "my/debian:12"),
-    (["--image=inference,my/run:1"], "inference_image", "my/run:1"),
-    (["--enable-gpu", "--image=gpu-base,my/triton:1"], "inference_image", "my/triton:1"),
-    (["--build-dir=/tmp/elsewhere"], "build_dir", Path("/tmp/elsewhere")),
-    (["--dryrun"], "dryrun", True),
-    (["-v"], "progress", "plain"),
-    (["-q"], "progress", "quiet"),
-    (["--tag=me/triton:dev"], "tag", "me/triton:dev"),
+     "nvcr.io/nvidia/tritonserver:25.01-py3", "default"),
+    (["--upstream-container-version=24.10"], "upstream_container_version", "24.10", "flag"),
+    (["--container-version=1.2.3"], "container_version", "1.2.3", "flag"),
+    (["--container-version=1.2.3"], "tag", "tritonserver-vllm:1.2.3-cpu", "default"),
+    (["--image=base,my/debian:12"], "base_image", "my/debian:12", "flag"),
+    (["--image=base,my/debian:12"], "inference_image", "my/debian:12", "implied"),
+    (["--image=inference,my/run:1"], "inference_image", "my/run:1", "flag"),
+    (["--enable-gpu", "--image=gpu-base,my/triton:1"], "inference_image", "my/triton:1", "implied"),
+    (["--build-dir=/tmp/elsewhere"], "build_dir", Path("/tmp/elsewhere"), "flag"),
+    (["--dryrun"], "dryrun", True, "flag"),
+    (["-v"], "progress", "plain", "flag"),
+    (["-q"], "progress", "quiet", "flag"),
+    (["--tag=me/triton:dev"], "tag", "me/triton:dev", "flag"),
     (["--pip-index-url=https://pypi.example/simple"], "pip_index_url",
-     "https://pypi.example/simple"),
+     "https://pypi.example/simple", "flag"),
     (["--pip-extra-index-url=https://a/simple", "--pip-extra-index-url=https://b/simple"],
-     "pip_extra_index_urls", ("https://a/simple", "https://b/simple")),
+     "pip_extra_index_urls", ("https://a/simple", "https://b/simple"), "flag"),
     (["--wheelhouse=none", "--pip-extra-index-url=https://download.pytorch.org/whl/cpu"],
-     "wheelhouse", None),
-    (["--no-cache"], "no_cache", True),
-    (["--vllm-version=0.31.1"], "vllm_version", "0.31.1"),
+     "wheelhouse", None, "flag"),
+    (["--no-cache"], "no_cache", True, "flag"),
+    (["--vllm-version=0.31.1"], "vllm_version", "0.31.1", "flag"),
 ]
 
 
-@pytest.mark.parametrize("argv,field,expected", CHANGES, ids=[" ".join(c[0]) for c in CHANGES])
-def test_flag_changes_plan(plan_for, argv, field, expected):
-    default = getattr(plan_for(), field)
+@pytest.mark.parametrize("argv,field,value,source", CHANGES,
+                         ids=[" ".join(c[0]) for c in CHANGES])
+def test_flag_changes_plan(plan_for, argv, field, value, source):
     changed = getattr(plan_for(*argv), field)
-    assert changed.value == expected
-    assert changed != default
+    assert (changed.value, changed.source) == (value, source)
+
+
+SOURCED_FIELDS = {f.name for f in dataclasses.fields(BuildPlan)
+                  if f.name not in ("repo_root", "notes")}
+# Fields whose flags are tested on their own below, or that no flag sets directly.
+NOT_IN_CHANGES = {"secrets", "python_version", "pins"}
+
+
+def test_every_plan_field_has_a_row():
+    assert {c[1] for c in CHANGES} | NOT_IN_CHANGES == SOURCED_FIELDS
+
+
+def test_every_plan_field_has_exactly_one_resolver(host):
+    owners: dict[str, list[str]] = {}
+    for argv in ([], ["--enable-all"], ["--backend=python", "--endpoint=http"]):
+        r = Resolution(parse_flags(argv), host)
+        for resolve in RESOLVERS:
+            resolved = resolve(r)
+            r.values.update(resolved)
+            for name in resolved:
+                owners.setdefault(name, [])
+                if resolve.__name__ not in owners[name]:
+                    owners[name].append(resolve.__name__)
+    assert set(owners) == SOURCED_FIELDS
+    assert {name: o for name, o in owners.items() if len(o) != 1} == {}
+
+
+def test_a_resolver_reads_only_what_earlier_ones_decided(host):
+    # resolve_tag runs after the flavor and the container version: given just those, it
+    # decides the tag; without them it cannot.
+    r = Resolution({}, host, {"flavor": Sourced("gpu", "flag"),
+                              "container_version": Sourced("9.9", "flag")})
+    assert resolve_tag(r) == {"tag": Sourced("tritonserver-vllm:9.9-gpu", "default")}
+    with pytest.raises(KeyError):
+        resolve_tag(Resolution({}, host))
+
+
+def test_features_resolver(host):
+    gpu = {"flavor": Sourced("gpu", "flag")}
+    out = resolve_features(Resolution({"enable_all": True}, host, dict(gpu)))
+    assert out == {f.field: Sourced(True, "implied", "--enable-all") for f in FEATURES}
+    out = resolve_features(Resolution({"enable_metrics": True}, host, dict(gpu)))
+    assert [n for n, v in out.items() if v.value] == ["metrics"]
+    assert out["metrics"] == Sourced(True, "flag") and out["stats"] == Sourced(False, "default")
 
 
 def test_build_secret_changes_plan(plan_for, tmp_path):

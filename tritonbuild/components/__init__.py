@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..plan import BuildPlan
-from .base import Component, ContextItem, PipStep, Stage
+from .base import Component, ContextItem, PipStep, Service, Stage, User
 from .openai_frontend import OpenAIFrontend
 from .sample_model import SampleModel
 from .system import CpuSystem, GpuSystem
@@ -10,8 +10,8 @@ from .tritonserver import TritonServer
 from .vllm_backend import VllmBackend
 from .vllm_engine import VllmEngine
 
-__all__ = ["compose", "Component", "ContextItem", "PipStep", "Stage", "CpuSystem",
-           "GpuSystem", "TritonServer", "VllmEngine", "VllmBackend", "OpenAIFrontend",
+__all__ = ["compose", "Component", "ContextItem", "PipStep", "Stage", "User", "Service",
+           "CpuSystem", "GpuSystem", "TritonServer", "VllmEngine", "VllmBackend", "OpenAIFrontend",
            "SampleModel"]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..plan import BuildPlan
 
-__all__ = ["Component", "Stage", "ContextItem", "PipStep"]
+__all__ = ["Component", "Stage", "ContextItem", "PipStep", "User", "Service"]
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,34 @@ class PipStep:
     options: tuple[str, ...] = field(default=())
 
 
+@dataclass(frozen=True)
+class User:
+    """The non-root user the image runs as."""
+    name: str
+    uid: int
+
+
+@dataclass(frozen=True)
+class Service:
+    """A process the entrypoint starts beside tritonserver, and stops with it."""
+    title: str                      # what the entrypoint's usage calls it
+    argv: tuple[str, ...]
+    why: tuple[str, ...] = ()       # comment lines above its command in the entrypoint
+
+
 class Component:
     name = "component"
 
     def __init__(self, plan: BuildPlan) -> None:
         self.plan = plan
+
+    # The templates a component names (stages, project steps, context files) see it as
+    # `component`, so that its own constants (paths, say) reach them without a special
+    # key in the shared render context.
+
+    # The user the image runs as: exactly one component (the system) names it.
+    def user(self) -> User | None:
+        return None
 
     # Debian/Ubuntu packages of the final image, and of the build stages only.
     def runtime_packages(self) -> list[str]:
@@ -75,6 +98,14 @@ class Component:
 
     # Ports the final image serves.
     def ports(self) -> list[int]:
+        return []
+
+    # tritonserver's flags, as the entrypoint starts it.
+    def server_args(self) -> list[str]:
+        return []
+
+    # Processes the entrypoint starts beside tritonserver.
+    def services(self) -> list[Service]:
         return []
 
     # OCI labels.

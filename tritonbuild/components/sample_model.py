@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 from .base import Component, ContextItem, Stage
+from .tritonserver import REPOSITORY_DIR
 
 __all__ = ["SampleModel", "MODEL_DIR", "REPOSITORY_DIR"]
 
 MODEL_DIR = "/opt/models/tiny-llama"
-REPOSITORY_DIR = "/opt/tritonserver/model_repository"
 
 
 class SampleModel(Component):
     name = "sample-model"
+    # Where the model is made, and the repository (the server's default) that serves it.
+    model_dir = MODEL_DIR
+    repository_dir = REPOSITORY_DIR
 
     def stages(self) -> list[Stage]:
         return [Stage("sample-model", "common/sample-model.j2")]

@@ -1,21 +1,20 @@
 """The operating system layer: the base images, Python, the non-root user."""
 from __future__ import annotations
 
-from .base import Component, Stage
+from .base import Component, Stage, User
 
-__all__ = ["CpuSystem", "GpuSystem", "USER", "UID"]
+__all__ = ["CpuSystem", "GpuSystem", "USER", "GPU_USER"]
 
 # The non-root user the server runs as.  NGC's tritonserver images already have
 # `triton-server` with uid 1000, so the GPU image uses that one.
-USER, UID = "triton", 1000
-GPU_USER = "triton-server"
+USER = User("triton", 1000)
+GPU_USER = User("triton-server", 1000)
 
 
 class CpuSystem(Component):
     name = "system"
 
-    @property
-    def user(self) -> str:
+    def user(self) -> User:
         return USER
 
     def runtime_packages(self) -> list[str]:
@@ -27,12 +26,12 @@ class CpuSystem(Component):
         return [f"python{self.plan.python_version.value}-venv"]
 
     def stages(self) -> list[Stage]:
-        return [Stage("runtime-base", "cpu/runtime-base.j2"), Stage("builder", "cpu/builder.j2")]
+        return [Stage("runtime-base", "cpu/runtime-base.j2"),
+                Stage("builder", "common/builder.j2")]
 
 
 class GpuSystem(CpuSystem):
-    @property
-    def user(self) -> str:
+    def user(self) -> User:
         return GPU_USER
 
     def runtime_packages(self) -> list[str]:
@@ -42,4 +41,5 @@ class GpuSystem(CpuSystem):
         return ["python3-venv"]
 
     def stages(self) -> list[Stage]:
-        return [Stage("runtime-base", "gpu/runtime-base.j2"), Stage("builder", "gpu/builder.j2")]
+        return [Stage("runtime-base", "gpu/runtime-base.j2"),
+                Stage("builder", "common/builder.j2")]

@@ -1,17 +1,15 @@
 """Triton Inference Server itself: its files, its ports and the entrypoint that starts it."""
 from __future__ import annotations
 
+from ..ports import PORTS, vertex_ai_port
 from .base import Component, ContextItem, Stage
 
-__all__ = ["TritonServer", "PORTS"]
+__all__ = ["TritonServer", "REPOSITORY_DIR", "server_args"]
 
-PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002, "sagemaker": 8080, "vertex-ai": 8080,
-         "openai": 9000}
+# The model repository the image serves unless $MODEL_REPOSITORY names another.
+REPOSITORY_DIR = "/opt/tritonserver/model_repository"
 
-
-def vertex_ai_port(endpoints: tuple[str, ...]) -> int:
-    # SageMaker insists on 8080; Vertex AI reads its port from AIP_HTTP_PORT at run time.
-    return 8081 if "sagemaker" in endpoints else PORTS["vertex-ai"]
+_STATISTICS_KEY = "statistics:triton-statistics-key=${TRITON_STATISTICS_KEY}"
 
 
 class TritonServer(Component):
@@ -38,6 +36,10 @@ class TritonServer(Component):
             ports.append(vertex_ai_port(endpoints))
         return ports
 
+    def server_args(self) -> list[str]:
+        repository = f"--model-repository=${{MODEL_REPOSITORY:-{REPOSITORY_DIR}}}"
+        return [repository, *server_args(self.plan)]
+
     def project_steps(self) -> list[str]:
         return ["common/project-entrypoint.j2"]
 
@@ -50,40 +52,45 @@ class TritonServer(Component):
         ]
 
 
-def server_args(plan) -> list[str]:
-    """tritonserver's flags for the endpoints and features of the plan.
+def _on(flag: bool) -> str:
+    return "true" if flag else "false"
 
-    The model repository is not here: the entrypoint adds it from $MODEL_REPOSITORY.
-    """
-    endpoints = plan.endpoints.value
-    on = lambda flag: "true" if flag else "false"  # noqa: E731
-    args = ["--backend-directory=/opt/tritonserver/backends"]
-    args.append(f"--allow-http={on('http' in endpoints)}")
+
+def _endpoint_args(endpoints: tuple[str, ...]) -> list[str]:
+    args = [f"--allow-http={_on('http' in endpoints)}"]
     if "http" in endpoints:
         args.append(f"--http-port={PORTS['http']}")
-    args.append(f"--allow-grpc={on('grpc' in endpoints)}")
+    args.append(f"--allow-grpc={_on('grpc' in endpoints)}")
     if "grpc" in endpoints:
         args.append(f"--grpc-port={PORTS['grpc']}")
     if "sagemaker" in endpoints:
         args += ["--allow-sagemaker=true", f"--sagemaker-port={PORTS['sagemaker']}"]
     if "vertex-ai" in endpoints:
         args += ["--allow-vertex-ai=true", f"--vertex-ai-port={vertex_ai_port(endpoints)}"]
-    args.append(f"--allow-metrics={on(plan.metrics.value)}")
+    return args
+
+
+def server_args(plan) -> list[str]:
+    """tritonserver's flags for the endpoints and features of the plan.
+
+    The model repository is not here: the component adds it, from $MODEL_REPOSITORY.
+    """
+    endpoints = plan.endpoints.value
+    args = ["--backend-directory=/opt/tritonserver/backends", *_endpoint_args(endpoints)]
+    args.append(f"--allow-metrics={_on(plan.metrics.value)}")
     if plan.metrics.value:
         args += [f"--metrics-port={PORTS['metrics']}",
-                 f"--allow-gpu-metrics={on(plan.gpu_metrics.value)}",
-                 f"--allow-cpu-metrics={on(plan.cpu_metrics.value)}"]
+                 f"--allow-gpu-metrics={_on(plan.gpu_metrics.value)}",
+                 f"--allow-cpu-metrics={_on(plan.cpu_metrics.value)}"]
     if not plan.stats.value:
         # Without --enable-stats the statistics API answers only requests that carry the
         # key the entrypoint makes at start ($TRITON_STATISTICS_KEY, random unless set).
         if "http" in endpoints:
-            args.append("--http-restricted-api=statistics:"
-                        "triton-statistics-key=${TRITON_STATISTICS_KEY}")
+            args.append(f"--http-restricted-api={_STATISTICS_KEY}")
         if "grpc" in endpoints:
-            args.append("--grpc-restricted-protocol=statistics:"
-                        "triton-statistics-key=${TRITON_STATISTICS_KEY}")
+            args.append(f"--grpc-restricted-protocol={_STATISTICS_KEY}")
     # Without --enable-logging the server logs warnings and errors only.
-    args.append(f"--log-info={on(plan.logging.value)}")
+    args.append(f"--log-info={_on(plan.logging.value)}")
     if plan.tracing.value:
         args += ["--trace-config=level=TIMESTAMPS", "--trace-config=rate=1000",
                  "--trace-config=triton,file=/tmp/triton-trace.json"]

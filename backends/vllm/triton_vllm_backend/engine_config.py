@@ -12,6 +12,8 @@ import json
 import os
 from pathlib import Path
 
+from .io_spec import GENERATE, POOLING
+
 MODEL_JSON = "model.json"
 MULTI_LORA_JSON = "multi_lora.json"
 
@@ -89,22 +91,25 @@ def check_devices(engine_args: dict, instance_kind: str) -> None:
 def runner_of(engine_args: dict) -> str:
     """"pooling" for embedding models, "generate" otherwise."""
     runner = engine_args.get("runner", "auto")
-    if runner == "pooling" or engine_args.get("convert") in ("embed", "classify"):
-        return "pooling"
-    return "generate"
+    if runner == POOLING or engine_args.get("convert") in ("embed", "classify"):
+        return POOLING
+    return GENERATE
 
 
 # Model config parameters that describe the model to clients.  Triton does not let
 # auto-complete add parameters, so a config.pbtxt writes them itself; they must agree
 # with model.json, or clients would be told about another model than the one served.
-PUBLISHED = ("vllm_model", "vllm_runner", "vllm_max_model_len")
+MODEL_PARAMETER = "vllm_model"
+RUNNER_PARAMETER = "vllm_runner"
+MAX_MODEL_LEN_PARAMETER = "vllm_max_model_len"
+PUBLISHED = (MODEL_PARAMETER, RUNNER_PARAMETER, MAX_MODEL_LEN_PARAMETER)
 
 
 def published_parameters(engine_args: dict) -> dict[str, str]:
     """The discovery parameters that describe `engine_args`."""
-    out = {"vllm_model": str(engine_args["model"]), "vllm_runner": runner_of(engine_args)}
+    out = {MODEL_PARAMETER: str(engine_args["model"]), RUNNER_PARAMETER: runner_of(engine_args)}
     if engine_args.get("max_model_len") is not None:
-        out["vllm_max_model_len"] = str(engine_args["max_model_len"])
+        out[MAX_MODEL_LEN_PARAMETER] = str(engine_args["max_model_len"])
     return out
 
 

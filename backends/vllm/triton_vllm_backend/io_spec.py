@@ -1,4 +1,8 @@
-"""The backend's inputs and outputs, as auto_complete_config adds them to a model config."""
+"""The backend's inputs and outputs, as auto_complete_config adds them to a model config.
+
+The names are the wire contract with clients such as the OpenAI frontend, which keeps its
+own copy (it ships apart from this backend); tests/test_wire_contract.py reads both.
+"""
 
 from __future__ import annotations
 

@@ -25,9 +25,13 @@ _BOOL = {"ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
          "include_stop_str_in_output", "detokenize"}
 _STR_LIST = {"stop", "bad_words"}
 _INT_LIST = {"stop_token_ids", "allowed_token_ids"}
-STRUCTURED_KEYS = {"json", "regex", "choice", "grammar", "json_object",
-                   "disable_any_whitespace", "disable_additional_properties",
-                   "whitespace_pattern", "structural_tag"}
+# `structured_outputs` holds one constraint, and options that tune how it is enforced
+# (vLLM's StructuredOutputsParams fields).
+STRUCTURED_CONSTRAINTS = frozenset({"json", "regex", "choice", "grammar", "json_object",
+                                    "structural_tag"})
+STRUCTURED_OPTIONS = frozenset({"disable_any_whitespace", "disable_additional_properties",
+                                "whitespace_pattern"})
+STRUCTURED_KEYS = STRUCTURED_CONSTRAINTS | STRUCTURED_OPTIONS
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}

@@ -2,6 +2,7 @@
 
 
 from triton_openai import FrontendConfig
+from triton_openai.errors import OpenAIError
 from triton_openai.triton.client import TritonError
 
 
@@ -147,3 +148,18 @@ def test_triton_error_before_streaming_is_an_http_status(client, triton):
                        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}]})]:
         r = client.post(path, json=dict(body, model="llm", stream=True))
         _error_shape(r, 400)
+
+
+def test_the_api_schema_shows_the_request_bodies_and_the_error_shape(client):
+    schema = client.get("/openapi.json").json()
+    chat = schema["paths"]["/v1/chat/completions"]["post"]
+    # cancel_on_disconnect keeps the route's signature: the body is still a request model.
+    assert chat["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ChatCompletionRequest"}
+    for path, method in (("/v1/chat/completions", "post"), ("/v1/completions", "post"),
+                         ("/v1/embeddings", "post"), ("/v1/models/{model_id}", "get")):
+        error = schema["paths"][path][method]["responses"]["400"]["content"]["application/json"]
+        assert error["schema"] == {"$ref": "#/components/schemas/ErrorResponse"}, path
+    # What the schema documents is what errors.py sends.
+    assert set(schema["components"]["schemas"]["ErrorInfo"]["properties"]) == set(
+        OpenAIError("x").body()["error"])

@@ -2,6 +2,7 @@ import argparse
 
 import pytest
 
+from triton_openai import FrontendConfig
 from triton_openai.cli import build_parser, config_from_args
 
 
@@ -32,3 +33,8 @@ def test_public_api():
     import triton_openai
 
     assert sorted(triton_openai.__all__) == ["FrontendConfig", "build_app", "main"]
+
+
+def test_the_commands_defaults_are_the_configs(monkeypatch):
+    monkeypatch.delenv("TRITON_OPENAI_API_KEY", raising=False)
+    assert config_from_args(build_parser().parse_args([])) == FrontendConfig()

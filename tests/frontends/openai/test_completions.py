@@ -78,7 +78,7 @@ def test_disconnect_cancels_triton_request(triton):
 
     async def run():
         resp = await app.state.completions.create(
-            CompletionRequest(model="llm", prompt="a", max_tokens=50, stream=True), None)
+            CompletionRequest(model="llm", prompt="a", max_tokens=50, stream=True))
         it = resp.body_iterator
         await it.__anext__()
         await it.aclose()
@@ -96,9 +96,13 @@ def test_disconnect_cancels_non_streamed_request(triton):
 
     from triton_openai import FrontendConfig, build_app
     from triton_openai.completions.protocol import CompletionRequest
-    from triton_openai.generation import ClientGone
+    from triton_openai.completions.router import create_completion
+    from triton_openai.errors import ClientGone
 
     class LeavingClient:
+        """The route's request: its client leaves 50 ms in."""
+        app = None
+
         async def receive(self):
             await asyncio.sleep(0.05)
             return {"type": "http.disconnect"}
@@ -106,6 +110,7 @@ def test_disconnect_cancels_non_streamed_request(triton):
     triton.delay = 0.01
     app = build_app(FrontendConfig(triton_metrics_url=None), client=triton)
     app.state.completions.gen.tokenizers = FakeTokenizers()
+    LeavingClient.app = app
 
     async def run():
         req = CompletionRequest(model="llm", prompt="a", max_tokens=50, stream=False)
@@ -118,7 +123,7 @@ def test_disconnect_cancels_non_streamed_request(triton):
 
         serving.gen.run = streaming_run
         with pytest.raises(ClientGone):
-            await serving.create(req, LeavingClient())
+            await create_completion(body=req, raw=LeavingClient())
 
     asyncio.run(run())
     assert triton.cancelled == 1

@@ -50,7 +50,7 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     app.state.models = ModelsServing(catalog)
     app.state.completions = CompletionsServing(generation)
     app.state.chat = ChatServing(generation, config.chat_template, config.tool_call_parser)
-    app.state.embeddings = EmbeddingsServing(generation)
+    app.state.embeddings = EmbeddingsServing(client, catalog)
     app.state.health = HealthServing(client, catalog, registry, config.triton_metrics_url)
 
     for surface in (models_router, completions_router, chat_router, embeddings_router,

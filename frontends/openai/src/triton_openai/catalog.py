@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import BadRequestError, ModelNotFoundError
+from .triton import vllm_contract as wire
 from .triton.client import ModelInfo, TritonClient
 
 log = logging.getLogger("triton_openai")
@@ -32,22 +33,24 @@ class ServedModel:
 
 def _runner_from_outputs(outputs: tuple[str, ...]) -> str:
     # A config.pbtxt without the discovery parameters still shows what the model does.
-    return "pooling" if "embedding" in outputs and "text_output" not in outputs else "generate"
+    if wire.EMBEDDING in outputs and wire.TEXT_OUTPUT not in outputs:
+        return wire.POOLING
+    return wire.GENERATE
 
 
 def _served_models(info: ModelInfo, names: dict[str, str], created: int) -> list[ServedModel]:
     params = info.parameters
-    if "vllm_model" not in params and info.backend != "vllm":
+    if wire.MODEL_PARAMETER not in params and info.backend != "vllm":
         return []
-    runner = params.get("vllm_runner") or _runner_from_outputs(info.outputs)
-    max_len = params.get("vllm_max_model_len")
+    runner = params.get(wire.RUNNER_PARAMETER) or _runner_from_outputs(info.outputs)
+    max_len = params.get(wire.MAX_MODEL_LEN_PARAMETER)
     base = ServedModel(
         id=names.get(info.name, info.name), triton_name=info.name,
-        model_path=params.get("vllm_model") or None, runner=runner,
+        model_path=params.get(wire.MODEL_PARAMETER) or None, runner=runner,
         max_model_len=int(max_len) if max_len and max_len.isdigit() else None, created=created)
     out = [base]
     # LoRA adapters the backend loaded from multi_lora.json, published as a comma list.
-    for lora in filter(None, (params.get("vllm_lora_names") or "").split(",")):
+    for lora in filter(None, (params.get(wire.LORA_NAMES_PARAMETER) or "").split(",")):
         lora = lora.strip()
         out.append(ServedModel(
             id=f"{base.id}:{lora}", triton_name=info.name, model_path=base.model_path,
@@ -113,6 +116,6 @@ class ModelCatalog:
         if model is None:
             raise ModelNotFoundError(f"The model `{model_id}` does not exist.", param="model")
         if runner is not None and model.runner != runner:
-            kind = "embedding" if runner == "pooling" else "text generation"
+            kind = "embedding" if runner == wire.POOLING else "text generation"
             raise BadRequestError(f"The model `{model_id}` does not serve {kind}.", param="model")
         return model

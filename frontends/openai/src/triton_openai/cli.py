@@ -26,39 +26,43 @@ def parse_served_names(values: list[str]) -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Defaults are FrontendConfig's, so that the command and build_app() agree.
+    d = FrontendConfig()
     p = argparse.ArgumentParser(
         prog="triton-openai",
         description="OpenAI-compatible HTTP API for Triton models served by the vLLM backend.")
-    p.add_argument("--triton-url", default="localhost:8001",
+    p.add_argument("--triton-url", default=d.triton_url,
                    help="Triton's KServe gRPC endpoint HOST:PORT (or grpc://HOST:PORT), or its "
                         "HTTP endpoint http://HOST:PORT (default: %(default)s)")
-    p.add_argument("--triton-metrics-url", default="http://localhost:8002/metrics",
-                   help="Triton's Prometheus page, appended to /metrics; '' to leave it out")
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default: %(default)s)")
-    p.add_argument("--port", type=int, default=9000, help="port to listen on (default: %(default)s)")
-    p.add_argument("--api-key", default=None,
+    p.add_argument("--triton-metrics-url", default=d.triton_metrics_url,
+                   help="Triton's Prometheus page, appended to /metrics; '' to leave it out "
+                        "(default: %(default)s)")
+    p.add_argument("--host", default=d.host, help="address to listen on (default: %(default)s)")
+    p.add_argument("--port", type=int, default=d.port, help="port to listen on (default: %(default)s)")
+    p.add_argument("--api-key", default=d.api_key,
                    help=f"require `Authorization: Bearer KEY` on /v1/* (or set ${API_KEY_ENV})")
     p.add_argument("--served-model-name", action="append", default=[], metavar="TRITON=PUBLIC",
                    help="show Triton model TRITON as PUBLIC to clients (repeatable)")
     p.add_argument("--chat-template", default=None, metavar="FILE",
                    help="Jinja chat template used instead of the tokenizer's")
-    p.add_argument("--tokenizer", default=None,
+    p.add_argument("--tokenizer", default=d.tokenizer,
                    help="tokenizer folder used instead of each model's own (vllm_model)")
-    p.add_argument("--tool-call-parser", default="llama3_json", choices=["llama3_json", "mistral"],
+    p.add_argument("--tool-call-parser", default=d.tool_call_parser, choices=["llama3_json", "mistral"],
                    help="how to read tool calls from generated text (default: %(default)s)")
-    p.add_argument("--cors-origins", default="",
+    p.add_argument("--cors-origins", default=",".join(d.cors_origins),
                    help="comma-separated allowed origins for CORS ('*' for any); none by default")
-    p.add_argument("--max-request-bytes", type=int, default=10 * 1024 * 1024,
+    p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes,
                    help="largest request body accepted; larger gets 413 (default: %(default)s)")
-    p.add_argument("--log-format", choices=["text", "json"], default="text",
+    p.add_argument("--log-format", choices=["text", "json"], default=d.log_format,
                    help="access log lines as text or one JSON object each")
     p.add_argument("--log-level", default="info", help="log level (default: %(default)s)")
-    p.add_argument("--shutdown-timeout", type=float, default=30.0,
-                   help="seconds that in-flight streams get to finish on SIGTERM")
+    p.add_argument("--shutdown-timeout", type=float, default=d.shutdown_timeout,
+                   help="seconds that in-flight streams get to finish on SIGTERM "
+                        "(default: %(default)s)")
     p.add_argument("--in-process", action="store_true",
                    help="serve --model-repository with Triton's in-process Python bindings "
                         "instead of connecting to --triton-url (needs libtritonserver.so)")
-    p.add_argument("--model-repository", default=None, help="model repository for --in-process")
+    p.add_argument("--model-repository", default=d.model_repository, help="model repository for --in-process")
     return p
 
 

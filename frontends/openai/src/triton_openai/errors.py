@@ -6,6 +6,7 @@
     ├── ModelNotFoundError           (404, invalid_request_error, code model_not_found)
     ├── RequestTooLargeError         (413, invalid_request_error)
     └── ServiceUnavailableError      (503, service_unavailable)
+    ClientGone                       (499, nobody reads it: the client closed the connection)
 
 Every response the frontend sends for a failure goes through `error_response`,
 including FastAPI's own validation errors and unknown routes.
@@ -66,12 +67,25 @@ class ServiceUnavailableError(OpenAIError):
     type = "service_unavailable"
 
 
+class ClientGone(Exception):
+    """The client closed the connection before its answer was ready."""
+
+
 def from_triton(err: TritonError) -> OpenAIError:
     if err.status == 400:
         return BadRequestError(err.message)
     if err.status == 503:
         return ServiceUnavailableError(err.message)
     return OpenAIError(err.message)
+
+
+def as_openai_error(err: Exception) -> OpenAIError:
+    """Any failure in OpenAI's terms: Triton's errors by their status, others as 500."""
+    if isinstance(err, OpenAIError):
+        return err
+    if isinstance(err, TritonError):
+        return from_triton(err)
+    return OpenAIError(str(err))
 
 
 def error_response(err: OpenAIError) -> JSONResponse:
@@ -89,8 +103,6 @@ def _param_from_loc(loc) -> str | None:
 
 
 def install_handlers(app: FastAPI) -> None:
-    from .generation import ClientGone
-
     @app.exception_handler(OpenAIError)
     async def _openai_error(_: Request, exc: OpenAIError):
         return error_response(exc)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import BadRequestError
 
 
 class OpenAIBaseModel(BaseModel):
@@ -18,21 +20,27 @@ class StreamOptions(OpenAIBaseModel):
         default=False, description="Send a last chunk with the request's token usage.")
 
 
-class UsageInfo(OpenAIBaseModel):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-
-
 class ErrorInfo(BaseModel):
-    message: str
-    type: str
-    param: str | None = None
-    code: str | None = None
+    message: str = Field(description="What went wrong, for a person to read.")
+    type: str = Field(description="invalid_request_error, server_error or service_unavailable.")
+    param: str | None = Field(default=None, description="The request parameter at fault.")
+    code: str | None = Field(default=None, description="e.g. model_not_found, context_length_exceeded.")
 
 
 class ErrorResponse(BaseModel):
+    """The body of every failure (errors.py makes them)."""
     error: ErrorInfo
+
+
+# For `responses=` of the routes: the error statuses they answer with, in the API schema.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": description}
+    for status, description in ((400, "The request is invalid."),
+                                (401, "No or a wrong API key."),
+                                (404, "No such model."),
+                                (413, "The request body is too large."),
+                                (500, "The server or the engine failed."),
+                                (503, "Triton cannot be reached."))}
 
 
 class SamplingFields(OpenAIBaseModel):
@@ -75,10 +83,6 @@ class SamplingFields(OpenAIBaseModel):
             try:
                 out["logit_bias"] = {int(k): v for k, v in self.logit_bias.items()}
             except ValueError:
-                from .errors import BadRequestError
-
                 raise BadRequestError("logit_bias keys must be token ids", param="logit_bias") from None
         return out
 
-
-ResponseFormatType = Literal["text", "json_object", "json_schema"]

@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import BadRequestError
-
-_KEYS = {"json", "regex", "choice", "grammar", "json_object"}
-_OPTIONS = {"whitespace_pattern", "disable_any_whitespace", "disable_additional_properties"}
+from .triton.vllm_contract import STRUCTURED_CONSTRAINTS, STRUCTURED_OPTIONS
 
 
 def validate_structured_outputs(value: dict[str, Any], param: str = "structured_outputs") -> dict:
-    keys = set(value) & _KEYS
+    keys = set(value) & STRUCTURED_CONSTRAINTS
     if len(keys) != 1:
         raise BadRequestError(
-            f"{param} needs exactly one of {sorted(_KEYS)}", param=param)
-    return {k: v for k, v in value.items() if k in _KEYS or k in _OPTIONS}
+            f"{param} needs exactly one of {sorted(STRUCTURED_CONSTRAINTS)}", param=param)
+    return {k: v for k, v in value.items()
+            if k in STRUCTURED_CONSTRAINTS or k in STRUCTURED_OPTIONS}
 
 
 def from_response_format(fmt: dict | None) -> dict | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
 
+from ..disconnect import cancel_on_disconnect
+from ..protocol_common import ERROR_RESPONSES
 from .protocol import ChatCompletionRequest
 
 router = APIRouter()
@@ -13,9 +15,10 @@ def chat(request: Request):
     return request.app.state.chat
 
 
-@router.post("/v1/chat/completions")
+@router.post("/v1/chat/completions", responses=ERROR_RESPONSES)
+@cancel_on_disconnect
 async def create_chat_completion(body: ChatCompletionRequest, raw: Request):
-    return await chat(raw).create(body, raw)
+    return await chat(raw).create(body)
 
 
 def attach_router(app: FastAPI) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
 
+from ..disconnect import cancel_on_disconnect
+from ..protocol_common import ERROR_RESPONSES
 from .protocol import CompletionRequest
 
 router = APIRouter()
@@ -13,9 +15,10 @@ def completions(request: Request):
     return request.app.state.completions
 
 
-@router.post("/v1/completions")
+@router.post("/v1/completions", responses=ERROR_RESPONSES)
+@cancel_on_disconnect
 async def create_completion(body: CompletionRequest, raw: Request):
-    return await completions(raw).create(body, raw)
+    return await completions(raw).create(body)
 
 
 def attach_router(app: FastAPI) -> None:

@@ -5,15 +5,18 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 
-from fastapi import Request
 from fastapi.responses import Response
 
 from .. import sse
-from ..errors import BadRequestError, OpenAIError, from_triton
-from ..generation import GenerationService, Prompt, primed, request_id, until_disconnected
+from ..errors import BadRequestError
+from ..fanin import primed
+from ..generation import GenerationService
 from ..logprobs import completion_logprobs, merge_completion_logprobs
+from ..prompts import Prompt
+from ..request_ids import request_id
+from ..responses import event_stream_response, json_response, usage
 from ..structured import validate_structured_outputs
-from ..triton.client import TritonError
+from ..triton.vllm_contract import GENERATE, STRUCTURED_OUTPUTS
 from .protocol import CompletionRequest
 
 
@@ -30,8 +33,8 @@ class CompletionsServing:
     def __init__(self, generation: GenerationService):
         self.gen = generation
 
-    async def create(self, req: CompletionRequest, raw: Request) -> Response:
-        model = await self.gen.catalog.get(req.model, runner="generate")
+    async def create(self, req: CompletionRequest) -> Response:
+        model = await self.gen.catalog.get(req.model, runner=GENERATE)
         if req.suffix:
             raise BadRequestError("suffix is not supported", param="suffix")
         if req.best_of is not None and req.best_of != req.n:
@@ -57,19 +60,17 @@ class CompletionsServing:
             if req.logprobs is not None:
                 s["logprobs"] = req.logprobs
             if req.structured_outputs:
-                s["structured_outputs"] = validate_structured_outputs(req.structured_outputs)
+                s[STRUCTURED_OUTPUTS] = validate_structured_outputs(req.structured_outputs)
             samplings.append(s)
 
         rid = request_id("cmpl")
         created = int(time.time())
         stream = self.gen.run(model, prompts, samplings, req.stream, req.logprobs is not None, "cmpl")
         if req.stream:
-            # Until the first token comes, the response has not started: watch the client
-            # here, so that one who leaves meanwhile cancels too.
-            stream = await until_disconnected(raw, primed(stream))
-            return sse.EventStreamResponse(
-                self._stream(req, model.id, rid, created, prompts, stream))
-        return await until_disconnected(raw, self._full(req, model.id, rid, created, prompts, stream))
+            stream = await primed(stream)
+            return event_stream_response(
+                self._events(req, model.id, rid, created, prompts, stream), stream)
+        return await self._full(req, model.id, rid, created, prompts, stream)
 
     async def _full(self, req, model_id, rid, created, prompts, stream) -> Response:
         n = req.n
@@ -99,51 +100,37 @@ class CompletionsServing:
                     lps[i] = merge_completion_logprobs(lps[i], more)
         choices = [{"index": i, "text": texts[i], "logprobs": lps[i],
                     "finish_reason": reasons[i] or "stop"} for i in range(len(texts))]
-        usage = {"prompt_tokens": sum(in_tokens), "completion_tokens": sum(out_tokens),
-                 "total_tokens": sum(in_tokens) + sum(out_tokens)}
-        body = {"id": rid, "object": "text_completion", "created": created, "model": model_id,
-                "choices": choices, "usage": usage}
-        return Response(sse.dumps(body), media_type="application/json")
+        return json_response({"id": rid, "object": "text_completion", "created": created,
+                              "model": model_id, "choices": choices,
+                              "usage": usage(sum(in_tokens), sum(out_tokens))})
 
-    async def _stream(self, req, model_id, rid, created, prompts, stream) -> AsyncIterator[bytes]:
+    async def _events(self, req, model_id, rid, created, prompts, stream) -> AsyncIterator[bytes]:
         n = req.n
         head = {"id": rid, "object": "text_completion", "created": created, "model": model_id}
         in_tokens = [p.num_tokens or 0 for p in prompts]
         out_tokens = [0] * (len(prompts) * n)
         offsets = [0] * len(out_tokens)
-        try:
-            if req.echo:
-                for pi, p in enumerate(prompts):
-                    for c in range(n):
-                        offsets[pi * n + c] = len(p.text or "")
-                        yield sse.event(dict(head, choices=[{
-                            "index": pi * n + c, "text": p.text or "", "logprobs": None,
-                            "finish_reason": None}]))
-            async for pi, chunk in stream:
-                if chunk.num_input_tokens is not None:
-                    in_tokens[pi] = chunk.num_input_tokens
-                for d in chunk.choices:
-                    i = pi * n + d.index
-                    if d.num_output_tokens is not None:
-                        out_tokens[i] += d.num_output_tokens
-                    if not d.text and not d.finish_reason:
-                        continue  # a token that ends inside a UTF-8 character: no text yet
-                    lp = None
-                    if d.logprobs is not None and req.logprobs is not None:
-                        lp, offsets[i] = completion_logprobs(d.logprobs, req.logprobs, offsets[i])
+        if req.echo:
+            for pi, p in enumerate(prompts):
+                for c in range(n):
+                    offsets[pi * n + c] = len(p.text or "")
                     yield sse.event(dict(head, choices=[{
-                        "index": i, "text": d.text, "logprobs": lp,
-                        "finish_reason": d.finish_reason}]))
-            if req.stream_options and req.stream_options.include_usage:
-                p_tok, c_tok = sum(in_tokens), sum(out_tokens)
-                yield sse.event(dict(head, choices=[], usage={
-                    "prompt_tokens": p_tok, "completion_tokens": c_tok,
-                    "total_tokens": p_tok + c_tok}))
-        except Exception as err:  # headers are sent: report the failure inside the stream
-            e = from_triton(err) if isinstance(err, TritonError) else (
-                err if isinstance(err, OpenAIError) else OpenAIError(str(err)))
-            yield sse.event(e.body())
-        finally:
-            # Also on GeneratorExit (client gone): end the Triton request now, not at GC.
-            await stream.aclose()
-        yield sse.DONE
+                        "index": pi * n + c, "text": p.text or "", "logprobs": None,
+                        "finish_reason": None}]))
+        async for pi, chunk in stream:
+            if chunk.num_input_tokens is not None:
+                in_tokens[pi] = chunk.num_input_tokens
+            for d in chunk.choices:
+                i = pi * n + d.index
+                if d.num_output_tokens is not None:
+                    out_tokens[i] += d.num_output_tokens
+                if not d.text and not d.finish_reason:
+                    continue  # a token that ends inside a UTF-8 character: no text yet
+                lp = None
+                if d.logprobs is not None and req.logprobs is not None:
+                    lp, offsets[i] = completion_logprobs(d.logprobs, req.logprobs, offsets[i])
+                yield sse.event(dict(head, choices=[{
+                    "index": i, "text": d.text, "logprobs": lp,
+                    "finish_reason": d.finish_reason}]))
+        if req.stream_options and req.stream_options.include_usage:
+            yield sse.event(dict(head, choices=[], usage=usage(sum(in_tokens), sum(out_tokens))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
 
+from ..protocol_common import ERROR_RESPONSES
 from .protocol import EmbeddingRequest
 
 router = APIRouter()
@@ -13,7 +14,7 @@ def embeddings(request: Request):
     return request.app.state.embeddings
 
 
-@router.post("/v1/embeddings")
+@router.post("/v1/embeddings", responses=ERROR_RESPONSES)
 async def create_embedding(body: EmbeddingRequest, raw: Request):
     return await embeddings(raw).create(body)
 

@@ -8,10 +8,13 @@ import struct
 
 from fastapi.responses import Response
 
-from .. import sse
+from ..catalog import ModelCatalog
 from ..errors import BadRequestError
-from ..generation import GenerationService, request_id
+from ..request_ids import request_id
+from ..responses import json_response
 from ..triton import vllm_io
+from ..triton.client import TritonClient
+from ..triton.vllm_contract import POOLING
 from .protocol import EmbeddingRequest
 
 
@@ -25,16 +28,17 @@ def _inputs(req: EmbeddingRequest) -> list[str | list[int]]:
 
 
 class EmbeddingsServing:
-    def __init__(self, generation: GenerationService):
-        self.gen = generation
+    def __init__(self, client: TritonClient, catalog: ModelCatalog):
+        self.client = client
+        self.catalog = catalog
 
     async def create(self, req: EmbeddingRequest) -> Response:
-        model = await self.gen.catalog.get(req.model, runner="pooling")
+        model = await self.catalog.get(req.model, runner=POOLING)
         items = _inputs(req)
         if any(isinstance(i, str) and i == "" for i in items):
             raise BadRequestError("input must not contain empty strings", param="input")
         results = await asyncio.gather(*(
-            vllm_io.embed(self.gen.client, model.triton_name, request_id("embd"),
+            vllm_io.embed(self.client, model.triton_name, request_id("embd"),
                           text=i if isinstance(i, str) else None,
                           ids=list(i) if not isinstance(i, str) else None)
             for i in items))
@@ -48,6 +52,5 @@ class EmbeddingsServing:
             emb = (base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
                    if req.encoding_format == "base64" else vec)
             data.append({"object": "embedding", "index": idx, "embedding": emb})
-        body = {"object": "list", "data": data, "model": model.id,
-                "usage": {"prompt_tokens": total, "total_tokens": total}}
-        return Response(sse.dumps(body), media_type="application/json")
+        return json_response({"object": "list", "data": data, "model": model.id,
+                              "usage": {"prompt_tokens": total, "total_tokens": total}})

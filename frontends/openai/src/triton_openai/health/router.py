@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from .protocol import HealthStatus
+
 router = APIRouter()
 
 
@@ -12,12 +14,13 @@ def health(request: Request):
     return request.app.state.health
 
 
-@router.get("/health/live")
+@router.get("/health/live", response_model=HealthStatus)
 async def live():
     return {"status": "ok"}
 
 
-@router.get("/health/ready")
+@router.get("/health/ready", response_model=HealthStatus,
+            responses={503: {"model": HealthStatus, "description": "Not ready, and why."}})
 async def ready(request: Request):
     ok, why = await health(request).ready()
     return JSONResponse({"status": why}, status_code=200 if ok else 503)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
 
+from ..protocol_common import ERROR_RESPONSES
 from .protocol import ModelCard, ModelList
 
 router = APIRouter()
@@ -19,7 +20,7 @@ async def list_models(request: Request):
 
 
 # `:path` because LoRA ids contain a colon and Hugging Face names a slash.
-@router.get("/v1/models/{model_id:path}", response_model=ModelCard)
+@router.get("/v1/models/{model_id:path}", response_model=ModelCard, responses=ERROR_RESPONSES)
 async def get_model(model_id: str, request: Request):
     return await models(request).get(model_id)
 

@@ -13,9 +13,6 @@ from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-# The vLLM backend's abort request: a request whose parameter of this name holds the
-# Triton id of the request to stop.
-ABORT_PARAMETER = "vllm_abort_request_id"
 ABORT_TIMEOUT_S = 10.0
 
 
@@ -165,7 +162,7 @@ class ModelInfo:
     version: str
     ready: bool
     # The model config's `parameters` (string values), where the vLLM backend publishes
-    # vllm_model, vllm_runner and vllm_max_model_len.
+    # what describes the model (vllm_contract.py names them).
     parameters: dict[str, str]
     backend: str = ""
     outputs: tuple[str, ...] = ()  # output tensor names of the model config

@@ -15,7 +15,6 @@ import grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from .client import (
-    ABORT_PARAMETER,
     ABORT_TIMEOUT_S,
     AbortTasks,
     InferResponse,
@@ -24,6 +23,7 @@ from .client import (
     TritonError,
     classify_model_error,
 )
+from .vllm_contract import ABORT_PARAMETER
 
 log = logging.getLogger("triton_openai.triton")
 

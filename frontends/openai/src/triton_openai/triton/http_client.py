@@ -24,7 +24,6 @@ import httptools
 import msgspec
 
 from .client import (
-    ABORT_PARAMETER,
     AbortTasks,
     InferResponse,
     ModelInfo,
@@ -33,6 +32,7 @@ from .client import (
     Values,
     classify_model_error,
 )
+from .vllm_contract import ABORT_PARAMETER
 
 log = logging.getLogger("triton_openai.triton")
 

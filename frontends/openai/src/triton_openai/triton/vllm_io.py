@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import vllm_contract as wire
 from .client import InferResponse, Tensor, TritonClient, TritonError
 
 
@@ -52,30 +53,37 @@ class GenerationChunk:
 
 
 def build_inputs(req: GenerationRequest) -> tuple[list[Tensor], list[str]]:
-    inputs = []
-    if req.prompt_ids is not None:
-        inputs.append(Tensor.int64s("input_ids", req.prompt_ids))
-    else:
-        inputs.append(Tensor.bytes_("text_input", [req.prompt_text or ""]))
+    inputs = [_prompt_tensor(req.prompt_text, req.prompt_ids)]
     # Every output costs the backend, Triton and this frontend work on each streamed
     # token: ask only for what is not known here.  The prompt's length is, when the
     # frontend tokenized it.
     count_prompt = req.prompt_ids is None
     inputs += [
-        Tensor.bool_("stream", req.stream),
-        Tensor.bytes_("sampling_parameters", [json.dumps(req.sampling)]),
-        Tensor.bool_("exclude_input_in_output", True),
-        Tensor.bool_("return_finish_reason", True),
-        Tensor.bool_("return_num_input_tokens", count_prompt),
-        Tensor.bool_("return_num_output_tokens", True),
-        Tensor.bool_("return_logprobs", req.logprobs),
+        Tensor.bool_(wire.STREAM, req.stream),
+        Tensor.bytes_(wire.SAMPLING_PARAMETERS, [json.dumps(req.sampling)]),
+        Tensor.bool_(wire.EXCLUDE_INPUT_IN_OUTPUT, True),
+        Tensor.bool_(wire.RETURN_FINISH_REASON, True),
+        Tensor.bool_(wire.RETURN_NUM_INPUT_TOKENS, count_prompt),
+        Tensor.bool_(wire.RETURN_NUM_OUTPUT_TOKENS, True),
+        Tensor.bool_(wire.RETURN_LOGPROBS, req.logprobs),
     ]
-    outputs = ["text_output", "finish_reason", "num_output_tokens"]
+    outputs = [wire.TEXT_OUTPUT, wire.FINISH_REASON, wire.NUM_OUTPUT_TOKENS]
     if count_prompt:
-        outputs.append("num_input_tokens")
+        outputs.append(wire.NUM_INPUT_TOKENS)
     if req.logprobs:
-        outputs.append("logprobs")
+        outputs.append(wire.LOGPROBS)
     return inputs, outputs
+
+
+def _prompt_tensor(text: str | None, ids: list[int] | None) -> Tensor:
+    if ids is not None:
+        return Tensor.int64s(wire.INPUT_IDS, ids)
+    return Tensor.bytes_(wire.TEXT_INPUT, [text or ""])
+
+
+def build_embed_inputs(text: str | None, ids: list[int] | None) -> tuple[list[Tensor], list[str]]:
+    inputs = [_prompt_tensor(text, ids), Tensor.bool_(wire.RETURN_NUM_INPUT_TOKENS, True)]
+    return inputs, [wire.EMBEDDING, wire.NUM_INPUT_TOKENS]
 
 
 def _parse_logprob_entry(entry: Any) -> TokenLogprob:
@@ -105,11 +113,11 @@ def parse_logprobs(raw: str) -> list[TokenLogprob]:
 
 def parse_response(resp: InferResponse, n: int) -> GenerationChunk:
     outs = resp.outputs
-    texts = outs["text_output"].as_strings() if "text_output" in outs else []
-    reasons = outs["finish_reason"].as_strings() if "finish_reason" in outs else []
-    counts = outs["num_output_tokens"].as_list() if "num_output_tokens" in outs else []
-    lps = outs["logprobs"].as_strings() if "logprobs" in outs else []
-    n_in = outs["num_input_tokens"].as_list() if "num_input_tokens" in outs else []
+    texts = outs[wire.TEXT_OUTPUT].as_strings() if wire.TEXT_OUTPUT in outs else []
+    reasons = outs[wire.FINISH_REASON].as_strings() if wire.FINISH_REASON in outs else []
+    counts = outs[wire.NUM_OUTPUT_TOKENS].as_list() if wire.NUM_OUTPUT_TOKENS in outs else []
+    lps = outs[wire.LOGPROBS].as_strings() if wire.LOGPROBS in outs else []
+    n_in = outs[wire.NUM_INPUT_TOKENS].as_list() if wire.NUM_INPUT_TOKENS in outs else []
     choices = []
     for i in range(len(texts) if texts else 0):
         reason = reasons[i] if i < len(reasons) else ""
@@ -174,17 +182,15 @@ async def generate(client: TritonClient, req: GenerationRequest) -> AsyncIterato
 async def embed(client: TritonClient, model: str, request_id: str,
                 text: str | None = None, ids: list[int] | None = None) -> tuple[list[float], int | None]:
     """One embedding from a pooling model: (vector, number of input tokens)."""
-    inputs = [Tensor.int64s("input_ids", ids) if ids is not None
-              else Tensor.bytes_("text_input", [text or ""])]
-    inputs.append(Tensor.bool_("return_num_input_tokens", True))
+    inputs, outputs = build_embed_inputs(text, ids)
     vector, n_in = None, None
-    stream = client.stream_infer(model, inputs, ["embedding", "num_input_tokens"], request_id)
+    stream = client.stream_infer(model, inputs, outputs, request_id)
     try:
         async for resp in stream:
-            if "embedding" in resp.outputs:
-                vector = resp.outputs["embedding"].as_list()
-            if "num_input_tokens" in resp.outputs:
-                n_in = int(resp.outputs["num_input_tokens"].as_list()[0])
+            if wire.EMBEDDING in resp.outputs:
+                vector = resp.outputs[wire.EMBEDDING].as_list()
+            if wire.NUM_INPUT_TOKENS in resp.outputs:
+                n_in = int(resp.outputs[wire.NUM_INPUT_TOKENS].as_list()[0])
     finally:
         await stream.aclose()
     if vector is None:

@@ -1,0 +1,89 @@
+"""What a request asks for, read from its tensors at once: a GenerateJob or an EmbedJob.
+
+The Python backend's input tensors are valid only inside `execute()`, so everything a
+request says is copied out here, before the request is handed to the engine's loop.
+Pure: `read_*` take a function that returns an input tensor's numpy array (or None).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .outputs import Wanted
+
+InputGetter = Callable[[str], "np.ndarray | None"]
+
+
+@dataclass(frozen=True)
+class EmbedJob:
+    id: str  # this backend's id for the request in vLLM, unique
+    client_id: str  # the Triton request id the client chose ("" when none), for aborts
+    prompt: dict  # vLLM's prompt: {"prompt": text} or {"prompt_token_ids": [...]}
+    wanted: Wanted
+
+
+@dataclass(frozen=True)
+class GenerateJob(EmbedJob):
+    sampling: Any  # vLLM's SamplingParams
+    lora_request: Any  # vLLM's LoRARequest, or None
+    stream: bool
+    exclude_input: bool  # leave the prompt out of a complete answer's text
+
+
+@dataclass(frozen=True)
+class GenerateInputs:
+    """The generation switches, before the sampling parameters become vLLM's."""
+    stream: bool
+    sampling_parameters: str | bytes | None  # JSON
+    exclude_input: bool
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def flag(get: InputGetter, name: str, default: bool = False) -> bool:
+    value = get(name)
+    return default if value is None else bool(value.reshape(-1)[0])
+
+
+def read_prompt(get: InputGetter) -> dict:
+    ids = get("input_ids")
+    if ids is not None and ids.size:
+        return {"prompt_token_ids": [int(t) for t in ids.reshape(-1)]}
+    text = get("text_input")
+    if text is None:
+        raise ValueError("the request needs text_input or input_ids")
+    value = text.reshape(-1)[0]
+    return {"prompt": value.decode("utf-8") if isinstance(value, bytes) else str(value)}
+
+
+def read_wanted(get: InputGetter) -> Wanted:
+    return Wanted(
+        finish_reason=flag(get, "return_finish_reason"),
+        cumulative_logprob=flag(get, "return_cumulative_logprob"),
+        logprobs=flag(get, "return_logprobs"),
+        num_input_tokens=flag(get, "return_num_input_tokens"),
+        num_output_tokens=flag(get, "return_num_output_tokens"),
+    )
+
+
+def read_generate_inputs(get: InputGetter, parameters: Callable[[], str | None]) -> GenerateInputs:
+    """`parameters` returns the request's parameters (JSON), read only when needed."""
+    stream = flag(get, "stream")
+    sampling = get("sampling_parameters")
+    if sampling is not None:
+        raw = sampling.reshape(-1)[0]
+    else:
+        # As Triton's own vLLM backend: without the input, the request's parameters
+        # (`"parameters": {...}` on the generate endpoint) are the sampling parameters.
+        raw = parameters() or None
+    # As Triton's own vLLM backend: a complete (non-streamed) answer repeats the prompt
+    # unless the client excludes it; streamed answers never do.
+    exclude = flag(get, "exclude_input_in_output") or stream
+    return GenerateInputs(stream, raw, exclude)

@@ -1,0 +1,100 @@
+"""A stand-in for `triton_python_backend_utils`, the module the Python backend's stub
+gives a model: just what backends/vllm/model.py uses, recording what it is sent."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+unloaded: list[str] = []
+
+
+class Logger:
+    lines: list[tuple[str, str]] = []
+
+    @classmethod
+    def _log(cls, level, message):
+        cls.lines.append((level, message))
+
+    log_info = classmethod(lambda cls, m: cls._log("info", m))
+    log_warn = classmethod(lambda cls, m: cls._log("warn", m))
+    log_error = classmethod(lambda cls, m: cls._log("error", m))
+    log_verbose = classmethod(lambda cls, m: cls._log("verbose", m))
+
+
+class TritonError:
+    def __init__(self, message: str):
+        self._message = message
+
+    def message(self) -> str:
+        return self._message
+
+
+class Tensor:
+    def __init__(self, name: str, value: np.ndarray):
+        self._name, self._value = name, value
+
+    def name(self) -> str:
+        return self._name
+
+    def as_numpy(self) -> np.ndarray:
+        return self._value
+
+
+class InferenceResponse:
+    def __init__(self, output_tensors=(), error: TritonError | None = None):
+        self.outputs = {t.name(): t.as_numpy() for t in output_tensors}
+        self.error = error
+
+
+class ResponseSender:
+    def __init__(self):
+        self.responses: list[InferenceResponse | None] = []
+        self.cancelled = False
+        self.done = threading.Event()
+
+    def send(self, response=None, flags=0):
+        self.responses.append(response)
+        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            self.done.set()
+
+    def is_cancelled(self) -> bool:
+        return self.cancelled
+
+    def wait(self, timeout=5.0) -> list[InferenceResponse | None]:
+        assert self.done.wait(timeout), "no final response"
+        return self.responses
+
+
+class InferenceRequest:
+    def __init__(self, inputs: dict[str, np.ndarray] | None = None, request_id: str = "",
+                 parameters: dict | None = None):
+        self.inputs = inputs or {}
+        self._id = request_id
+        self._parameters = json.dumps(parameters or {})
+        self.sender = ResponseSender()
+
+    def request_id(self) -> str:
+        return self._id
+
+    def parameters(self) -> str:
+        return self._parameters
+
+    def get_response_sender(self) -> ResponseSender:
+        return self.sender
+
+
+def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:
+    value = request.inputs.get(name)
+    return None if value is None else Tensor(name, value)
+
+
+def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
+    return bool(model_config.get("model_transaction_policy", {}).get("decoupled"))
+
+
+def unload_model(name: str) -> None:
+    unloaded.append(name)

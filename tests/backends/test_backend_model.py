@@ -1,0 +1,255 @@
+"""backends/vllm/model.py against a fake Triton stub module and a fake vLLM engine.
+
+What runs for real: model.py's request handling, its event loop thread, the cancellation
+poller, abort requests and the response tensors.  What is faked: the stub's
+`triton_python_backend_utils` (fake_pb_utils.py) and vLLM's AsyncLLM (FakeEngine below),
+so these tests need neither Triton nor vLLM; qa/L0_backend_vllm runs the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+import threading
+from pathlib import Path
+
+import fake_pb_utils as pb
+import numpy as np
+import pytest
+from triton_vllm_backend import io_spec, params
+from vllm_fakes import Choice, Pooled, PoolingResult, Result
+
+MODEL_PY = Path(__file__).resolve().parents[2] / "backends" / "vllm" / "model.py"
+
+
+@pytest.fixture(scope="module")
+def model_module():
+    sys.modules["triton_python_backend_utils"] = pb
+    spec = importlib.util.spec_from_file_location("vllm_backend_model", MODEL_PY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["triton_python_backend_utils"]
+
+
+# ------------------------------------------------------------------ fake vLLM
+class Sampling:  # vLLM's SamplingParams
+    def __init__(self, n: int = 1):
+        self.n = n
+
+
+class FakeEngine:
+    """Answers each prompt with the texts it is given, one step each; with `hold`, it
+    then waits until it is aborted, as a long generation would."""
+
+    def __init__(self, steps=("He", "llo"), hold=False):
+        self.steps, self.hold = steps, hold
+        self.started: list[str] = []
+        self.aborted: list[str] = []
+        self.running = threading.Event()
+        self._abort = asyncio.Event()
+
+    async def generate(self, prompt, sampling, request_id, lora_request=None):
+        self.started.append(request_id)
+        self.running.set()
+        for i, text in enumerate(self.steps):
+            last = i == len(self.steps) - 1 and not self.hold
+            yield Result([Choice(0, text, [i], finish_reason="stop" if last else None)],
+                         finished=last, prompt=prompt.get("prompt", ""))
+        if self.hold:
+            await self._abort.wait()
+            yield Result([Choice(0, "", [], finish_reason="abort")])
+
+    async def encode(self, prompt, pooling_params, request_id):
+        yield PoolingResult(Pooled([0.25, 0.5]), [1, 2, 3])
+
+    async def abort(self, ids):
+        self.aborted.extend([ids] if isinstance(ids, str) else ids)
+        self._abort.set()
+
+    def shutdown(self):
+        pass
+
+
+@pytest.fixture
+def serve(model_module):
+    models = []
+
+    def start(engine, runner=io_spec.GENERATE):
+        model = model_module.TritonPythonModel()
+        model.logger, model.model_name, model.runner = pb.Logger, "m", runner
+        model.health_check, model.stat_loggers = False, []
+        # vLLM's SamplingParams, as far as model.py looks into it.
+        model._sampling_params = lambda raw, stream, need_logprobs=False: (
+            Sampling(params.parse_sampling_parameters(raw, set()).get("n", 1)), None)
+        model._pooling_params = lambda: None
+        model._start_loop()
+        model._serve_with(engine)
+        models.append(model)
+        return model
+
+    yield start
+    for model in models:
+        model.finalize()
+        # The loop's thread has stopped: let the cancelled poller end, here, and close it.
+        model._loop.run_until_complete(_rest_of_tasks())
+        model._loop.close()
+
+
+async def _rest_of_tasks():
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    await asyncio.gather(*others, return_exceptions=True)
+
+
+def text(value: str) -> np.ndarray:
+    return np.array([value.encode()], dtype=np.object_)
+
+
+def switch(value: bool) -> np.ndarray:
+    return np.array([value])
+
+
+def generate_request(request_id="", stream=True, **inputs) -> pb.InferenceRequest:
+    tensors = {"text_input": text("hi"), "stream": switch(stream),
+               "return_finish_reason": switch(True), **inputs}
+    return pb.InferenceRequest(tensors, request_id)
+
+
+def texts(responses) -> list[list[bytes]]:
+    return [r.outputs["text_output"].tolist() for r in responses if r is not None]
+
+
+# ---------------------------------------------------------------------- tests
+class FakeModelConfig:
+    def __init__(self):
+        self.inputs, self.outputs, self.policy, self.max_batch_size = [], [], None, None
+
+    def add_input(self, spec):
+        self.inputs.append(spec)
+
+    def add_output(self, spec):
+        self.outputs.append(spec)
+
+    def set_max_batch_size(self, size):
+        self.max_batch_size = size
+
+    def set_model_transaction_policy(self, policy):
+        self.policy = policy
+
+
+@pytest.mark.parametrize("model_json,runner", [
+    ({"model": "m"}, io_spec.GENERATE), ({"model": "m", "runner": "pooling"}, io_spec.POOLING)])
+def test_auto_complete_declares_the_runners_tensors(model_module, monkeypatch, tmp_path,
+                                                     model_json, runner):
+    (tmp_path / "model.json").write_text(json.dumps(model_json))
+    monkeypatch.setattr(model_module, "_version_dir_of_stub", lambda: tmp_path)
+    config = model_module.TritonPythonModel.auto_complete_config(FakeModelConfig())
+    assert config.inputs == io_spec.inputs_for(runner)
+    assert config.outputs == io_spec.outputs_for(runner)
+    assert config.max_batch_size == 0 and config.policy == {"decoupled": True}
+
+
+def test_a_model_that_is_not_decoupled_fails_to_load(model_module, tmp_path):
+    args = {"model_config": json.dumps({"parameters": {}}), "model_name": "m",
+            "model_version": "1", "model_repository": str(tmp_path)}
+    with pytest.raises(model_module.ConfigError, match="decoupled: true"):
+        model_module.TritonPythonModel().initialize(args)
+
+
+def test_a_stream_sends_each_step_then_the_last_as_final(serve):
+    model = serve(FakeEngine(steps=("He", "llo")))
+    request = generate_request(stream=True)
+    model.execute([request])
+    responses = request.sender.wait()
+    assert texts(responses) == [[b"He"], [b"llo"]]
+    assert responses[-1].outputs["finish_reason"].tolist() == [b"stop"]
+    assert set(responses[-1].outputs) == {"text_output", "finish_reason"}  # only those asked
+
+
+def test_a_complete_answer_repeats_the_prompt_unless_excluded(serve):
+    model = serve(FakeEngine(steps=("llo",)))
+    repeated = generate_request(stream=False)
+    excluded = generate_request(stream=False, exclude_input_in_output=switch(True))
+    model.execute([repeated, excluded])
+    assert texts(repeated.sender.wait()) == [[b"hillo"]]
+    assert texts(excluded.sender.wait()) == [[b"llo"]]
+
+
+def test_n_choices_come_as_arrays_of_n(serve):
+    model = serve(FakeEngine(steps=("x",)))
+    request = generate_request(stream=False, sampling_parameters=text('{"n": 2}'))
+    model.execute([request])
+    # The fake engine answers choice 0 only: choice 1 keeps its slot, empty.
+    assert texts(request.sender.wait()) == [[b"hix", b""]]
+
+
+@pytest.mark.parametrize("inputs,message", [
+    ({"text_input": None}, "the request needs text_input or input_ids"),
+    ({"sampling_parameters": text('{"tempreature": 1}')}, "unknown sampling parameter"),
+])
+def test_a_bad_request_gets_its_error_and_the_model_goes_on(serve, inputs, message):
+    model = serve(FakeEngine(steps=("ok",)))
+    engine = model.engine
+    bad = generate_request(**inputs)
+    bad.inputs = {k: v for k, v in bad.inputs.items() if v is not None}
+    good = generate_request()
+    model.execute([bad, good])
+    [error] = bad.sender.wait()
+    assert message in error.error.message()
+    assert texts(good.sender.wait()) == [[b"ok"]] and len(engine.started) == 1
+
+
+def test_a_client_that_leaves_has_its_request_aborted_in_vllm(serve):
+    engine = FakeEngine(steps=("He",), hold=True)
+    model = serve(engine)
+    request = generate_request()
+    model.execute([request])
+    assert engine.running.wait(5)
+    request.sender.cancelled = True
+    responses = request.sender.wait()
+    assert engine.aborted == engine.started
+    assert responses[-1] is None  # the final flag alone: nobody reads an answer
+
+
+def test_an_abort_request_stops_the_running_request_with_that_id(serve):
+    engine = FakeEngine(steps=("He",), hold=True)
+    model = serve(engine)
+    request = generate_request(request_id="cmpl-1")
+    model.execute([request])
+    assert engine.running.wait(5)
+    abort = pb.InferenceRequest(parameters={"vllm_abort_request_id": "cmpl-1"})
+    model.execute([abort])
+    assert abort.sender.wait() == [None]
+    assert request.sender.wait()[-1] is None
+    assert engine.aborted[:1] == engine.started
+
+
+def test_an_abort_that_comes_first_answers_its_request_without_generating(serve):
+    engine = FakeEngine()
+    model = serve(engine)
+    abort = pb.InferenceRequest(parameters={"vllm_abort_request_id": "cmpl-1"})
+    model.execute([abort])
+    abort.sender.wait()
+    request = generate_request(request_id="cmpl-1")
+    model.execute([request])
+    assert request.sender.wait() == [None] and engine.started == []
+
+
+def test_a_bad_abort_request_gets_an_error(serve):
+    model = serve(FakeEngine())
+    abort = pb.InferenceRequest(parameters={"vllm_abort_request_id": ""})
+    model.execute([abort])
+    [error] = abort.sender.wait()
+    assert "must be a non-empty request id" in error.error.message()
+
+
+def test_an_embedding_model_answers_with_the_vector(serve):
+    model = serve(FakeEngine(), runner=io_spec.POOLING)
+    request = pb.InferenceRequest({"text_input": text("hi"),
+                                   "return_num_input_tokens": switch(True)})
+    model.execute([request])
+    [response] = request.sender.wait()
+    assert response.outputs["embedding"].tolist() == [0.25, 0.5]
+    assert response.outputs["num_input_tokens"].tolist() == [3]

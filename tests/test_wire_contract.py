@@ -1,0 +1,111 @@
+"""The OpenAI frontend and the vLLM backend agree on what travels between them.
+
+The two ship apart, so the frontend keeps its own copy of the names
+(`triton_openai/triton/vllm_contract.py`).  These tests feed what one side writes to the
+other side's reader: a renamed tensor, parameter or key on either side fails here, not
+in production.
+"""
+
+import json
+
+import pytest
+from triton_vllm_backend import abort, engine_config, io_spec, lora, params
+
+from triton_openai.catalog import _served_models
+from triton_openai.structured import from_response_format, validate_structured_outputs
+from triton_openai.triton import vllm_contract as wire
+from triton_openai.triton import vllm_io
+from triton_openai.triton.client import ModelInfo
+
+# Triton's config data types as KServe names them on the wire.
+KSERVE_TYPE = {"TYPE_STRING": "BYTES", "TYPE_BOOL": "BOOL", "TYPE_INT64": "INT64",
+               "TYPE_FP32": "FP32", "TYPE_UINT32": "UINT32"}
+
+
+def check_tensors(inputs, outputs, runner):
+    """The inputs (by name and type) and outputs (by name) that the backend declares."""
+    taken = {s["name"]: KSERVE_TYPE[s["data_type"]] for s in io_spec.inputs_for(runner)}
+    made = {s["name"] for s in io_spec.outputs_for(runner)}
+    wrong = {t.name: t.datatype for t in inputs if taken.get(t.name) != t.datatype}
+    assert not wrong, f"inputs the backend does not take: {wrong}; it takes {taken}"
+    missing = set(outputs) - made
+    assert not missing, f"outputs the backend does not make: {missing}; it makes {made}"
+
+
+GENERATION_REQUESTS = [
+    vllm_io.GenerationRequest("m", "r", {"max_tokens": 3}, True, prompt_text="hi"),
+    vllm_io.GenerationRequest("m", "r", {}, False, prompt_ids=[1, 2], logprobs=True),
+]
+
+
+@pytest.mark.parametrize("req", GENERATION_REQUESTS, ids=["text", "ids+logprobs"])
+def test_generation_tensors_are_backend_inputs_and_outputs(req):
+    inputs, outputs = vllm_io.build_inputs(req)
+    check_tensors(inputs, outputs, io_spec.GENERATE)
+
+
+@pytest.mark.parametrize("text,ids", [("hi", None), (None, [1, 2])])
+def test_embedding_tensors_are_backend_inputs_and_outputs(text, ids):
+    inputs, outputs = vllm_io.build_embed_inputs(text, ids)
+    check_tensors(inputs, outputs, io_spec.POOLING)
+
+
+def test_every_tensor_name_the_frontend_knows_is_the_backends():
+    backend_names = {s["name"] for runner in (io_spec.GENERATE, io_spec.POOLING)
+                     for s in io_spec.inputs_for(runner) + io_spec.outputs_for(runner)}
+    frontend_names = {getattr(wire, key) for key in (
+        "TEXT_INPUT", "INPUT_IDS", "STREAM", "SAMPLING_PARAMETERS", "EXCLUDE_INPUT_IN_OUTPUT",
+        "RETURN_FINISH_REASON", "RETURN_LOGPROBS", "RETURN_NUM_INPUT_TOKENS",
+        "RETURN_NUM_OUTPUT_TOKENS", "TEXT_OUTPUT", "FINISH_REASON", "LOGPROBS",
+        "NUM_INPUT_TOKENS", "NUM_OUTPUT_TOKENS", "EMBEDDING")}
+    assert not frontend_names - backend_names, f"not the backend's: {frontend_names - backend_names}"
+
+
+def test_the_frontends_abort_request_names_its_target_for_the_backend():
+    # What the HTTP client sends as request parameters, and the gRPC client as one
+    # string parameter: the backend reads either as JSON or as a mapping.
+    frontend_parameters = {wire.ABORT_PARAMETER: "cmpl-1"}
+    assert abort.target_of(frontend_parameters) == "cmpl-1"
+    assert abort.target_of(json.dumps(frontend_parameters)) == "cmpl-1"
+
+
+@pytest.mark.parametrize("engine_args,runner", [
+    ({"model": "/models/llm", "max_model_len": 64}, wire.GENERATE),
+    ({"model": "/models/embed", "runner": "pooling"}, wire.POOLING),
+])
+def test_the_backends_discovery_parameters_describe_the_model_to_the_frontend(engine_args,
+                                                                              runner):
+    published = engine_config.published_parameters(engine_args)
+    engine_config.check_published(published, engine_args)  # what the backend accepts
+    [model] = _served_models(ModelInfo("llm", "1", True, published), {}, created=0)
+    assert (model.model_path, model.runner, model.max_model_len) == (
+        engine_args["model"], runner, engine_args.get("max_model_len"))
+
+
+def test_the_published_lora_names_are_the_adapters_the_frontend_serves(tmp_path):
+    adapters = {"sql": tmp_path, "chat": tmp_path}
+    published = {lora.PUBLISHED_NAMES: "sql,chat"}
+    lora.check_published(published, adapters)  # what the backend accepts
+    models = _served_models(ModelInfo("llm", "1", True, {
+        **engine_config.published_parameters({"model": "/m"}), **published}), {}, created=0)
+    assert {m.lora_name for m in models} == {None, *adapters}
+    assert {wire.MODEL_PARAMETER, wire.RUNNER_PARAMETER, wire.MAX_MODEL_LEN_PARAMETER,
+            wire.LORA_NAMES_PARAMETER} == {*engine_config.PUBLISHED, lora.PUBLISHED_NAMES}
+
+
+def test_structured_output_keys_agree():
+    assert wire.STRUCTURED_CONSTRAINTS == params.STRUCTURED_CONSTRAINTS
+    assert wire.STRUCTURED_OPTIONS == params.STRUCTURED_OPTIONS
+
+
+@pytest.mark.parametrize("constraint", [
+    {"structural_tag": '{"type": "structural_tag"}'},
+    {"choice": ["yes", "no"], "disable_any_whitespace": True},
+    from_response_format({"type": "json_schema", "json_schema": {"schema": {"type": "object"}}}),
+])
+def test_what_the_frontend_sends_as_sampling_parameters_the_backend_parses(constraint):
+    sent = {"n": 1, "max_tokens": 8, wire.LORA_NAME: "sql",
+            wire.STRUCTURED_OUTPUTS: validate_structured_outputs(constraint)}
+    parsed = params.parse_sampling_parameters(json.dumps(sent), known_fields=set())
+    assert parsed[params.LORA_NAME] == "sql"
+    assert parsed[params.STRUCTURED_OUTPUTS] == constraint
