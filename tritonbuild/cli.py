@@ -14,7 +14,7 @@ from .errors import EngineError, TritonBuildError
 from .flags import parse_flags
 from .hostenv import HostFacts, discover
 from .publish import DockerSkopeo, Registry, publish
-from .release import ReleaseFacts, discover_release_facts, make_release_plan
+from .release import ReleaseFacts, ReleasePlan, discover_release_facts, make_release_plan
 from .render import render
 from .validate import make_plan
 
@@ -45,6 +45,26 @@ def run_qa(image: str, suites: Sequence[str], out_dir: Path) -> int:
     python = str(venv_python) if venv_python.exists() else sys.executable
     return subprocess.call([python, "-m", "qa", image, "--suites", ",".join(suites),
                             "--out", str(out_dir)], cwd=Path(__file__).resolve().parent.parent)
+
+
+def _qa_then_publish(image: str, release: ReleasePlan, root: Path, quiet: bool, *,
+                     qa: Callable[[str, Sequence[str], Path], int], registry: Registry | None,
+                     make_sbom: Callable[[str], dict]) -> None:
+    """After the build, in this order: QA, then publishing only if QA passed."""
+    say = (lambda m: None) if quiet else _say
+    if release.qa_suites.value:
+        out = root / "qa"
+        _say(f"QA: {', '.join(release.qa_suites.value)} against {image}")
+        if qa(image, release.qa_suites.value, out) != 0:
+            raise QaFailedError(f"QA failed (summary: {out / 'summary.html'})"
+                                + ("; nothing was pushed" if release.push.value else ""))
+        _say(f"QA passed: {out / 'summary.html'}")
+    if release.push.value is not None:
+        say(f"reading the SBOM of {image}")
+        done = publish(image, release.push.value, release.tags.value,
+                       registry or DockerSkopeo(), root, say=say,
+                       sbom=sbom.dumps(make_sbom(image)))
+        _say(f"published {done.target.at(done.digest)} as {', '.join(done.tags)}")
 
 
 def main(argv: Sequence[str] | None = None, *, host: HostFacts | None = None,
@@ -83,20 +103,8 @@ def main(argv: Sequence[str] | None = None, *, host: HostFacts | None = None,
         if not quiet:
             _say(f"built {plan.tag.value}")
         (root / "release.json").write_text(release.to_json())
-        if release.qa_suites.value:
-            out = root / "qa"
-            _say(f"QA: {', '.join(release.qa_suites.value)} against {plan.tag.value}")
-            if qa(plan.tag.value, release.qa_suites.value, out) != 0:
-                raise QaFailedError(f"QA failed (summary: {out / 'summary.html'})"
-                                    + ("; nothing was pushed" if release.push.value else ""))
-            _say(f"QA passed: {out / 'summary.html'}")
-        if release.push.value is not None:
-            say = (lambda m: None) if quiet else _say
-            say(f"reading the SBOM of {plan.tag.value}")
-            done = publish(plan.tag.value, release.push.value, release.tags.value,
-                           registry or DockerSkopeo(), root, say=say,
-                           sbom=sbom.dumps(make_sbom(plan.tag.value)))
-            _say(f"published {done.target.at(done.digest)} as {', '.join(done.tags)}")
+        _qa_then_publish(plan.tag.value, release, root, quiet, qa=qa,
+                         registry=registry, make_sbom=make_sbom)
         return 0
     except TritonBuildError as e:
         _say(f"error: {e}")
