@@ -136,7 +136,7 @@ def summary_markdown(s: dict) -> str:
         lines += ["", "## Measured", "", "| suite | figure | value |", "|---|---|---|"]
         lines += [f"| {n} | {k} | {v['value']} {v.get('unit', '')} |" for n, k, v in figures]
     lines += ["", "## Pinned versions", "", "| name | pinned | installed |", "|---|---|---|"]
-    lines += [f"| {r['name']} | {r['pinned']} | {r['installed'] or '—'} |"
+    lines += [f"| {r['name']} | {r['pinned'] or '—'} | {r['installed'] or '—'} |"
               for r in img["versions"]]
     return "\n".join(lines) + "\n"
 
@@ -163,7 +163,8 @@ def summary_html(s: dict) -> str:
     failures = "".join(f"<li><code>{e(r['name'])}: {e(f)}</code></li>"
                        for r in s["suites"] for f in r["failures"])
     versions = table(["name", "pinned", "installed"],
-                     [[r["name"], r["pinned"], r["installed"] or "—"] for r in img["versions"]])
+                     [[r["name"], r["pinned"] or "—", r["installed"] or "—"]
+                      for r in img["versions"]])
     verdict = "passed" if s["ok"] else "FAILED"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
