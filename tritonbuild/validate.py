@@ -124,7 +124,7 @@ def resolve_flavor(r: Resolution) -> Resolved:
 
 def resolve_release(r: Resolution) -> Resolved:
     """The Triton release (YY.MM) the image is made from."""
-    pinned = pinfile.get("triton.upstream_container_version")
+    pinned = _default_release(r.gpu)
     if not r.given("upstream_container_version"):
         return {"upstream_container_version": Sourced(pinned, "default")}
     release = r.flags["upstream_container_version"]
@@ -252,8 +252,11 @@ def resolve_vllm(r: Resolution) -> Resolved:
         version = Sourced(v, "flag")
     elif tagged:
         version = Sourced(tagged, "flag", f"--backend=vllm:{tagged}")
+    elif r.gpu:
+        version = _gpu_vllm_pairing(r.value("upstream_container_version"),
+                                    needed=r.has_backend("vllm"))
     else:
-        version = Sourced(pinfile.get(f"vllm.{key}_version"), "default")
+        version = Sourced(pinfile.get("vllm.cpu_version"), "default")
     return {"vllm_package": package, "vllm_version": version}
 
 
@@ -277,7 +280,7 @@ def resolve_images(r: Resolution) -> Resolved:
                   f"{r.value('upstream_container_version')}-py3"
         gpu_base = images.get("gpu-base", Sourced(default, "default"))
         base = images.get("base", gpu_base)
-        python = Sourced("3", "default", "the NGC image's python3")
+        python = _gpu_python(r.value("upstream_container_version"))
     else:
         if "gpu-base" in images:
             raise UnsupportedError("--image", f"gpu-base,{images['gpu-base'].value}",
@@ -379,19 +382,88 @@ def resolve_pins(r: Resolution) -> Resolved:
         out += [("tritonserver", get("triton.server_version")),
                 ("nvidia-pytriton", get("triton.nvidia_pytriton"))]
     out += [("base-image", r.value("base_image"))]
-    if not gpu:
+    if not gpu or r.value("python_version") != "3":
         out += [("python", r.value("python_version"))]
     if vllm and not gpu:
         out += [("torch", get("python_packages.torch_cpu"))]
     if vllm:
         out += [(r.value("vllm_package"), r.value("vllm_version"))]
-    out += [("numpy", get("python_packages.numpy")),
-            ("pip", get("python_packages.pip"))]
+    if r.value("numpy_below_2"):
+        out += [("numpy", get("python_packages.numpy"))]
+    out += [("pip", get("python_packages.pip"))]
     return {"pins": Sourced(tuple(out), "default", "versions.toml and the flags above")}
+
+
+# -- the NGC release table (versions.toml [ngc]) ----------------------------------------
+
+def _default_release(gpu: bool) -> str:
+    return pinfile.get("triton.gpu_upstream_container_version" if gpu
+                       else "triton.upstream_container_version")
+
+
+def _pairings() -> str:
+    return ", ".join(f"{release} (vLLM {row['vllm']})"
+                     for release, row in pinfile.ngc_releases().items() if "vllm" in row)
+
+
+def _gpu_vllm_pairing(release: str, needed: bool) -> Sourced[str]:
+    """The vLLM the GPU image installs on `release`: the table's pairing.  A release
+    without one is an error when the image needs a vLLM and no flag names one."""
+    row = pinfile.ngc_release(release) or {}
+    if "vllm" in row:
+        return Sourced(row["vllm"], "default", f"the pairing for NGC {release} in versions.toml")
+    if needed:
+        why = (f"NVIDIA's image carried vLLM {row['nvidia_vllm']}, older than the v1 engine "
+               f"the vLLM backend needs" if "nvidia_vllm" in row
+               else "versions.toml has no row for it")
+        raise UnsupportedError("--upstream-container-version", release,
+                               f"no tested vLLM pairing ({why}); use one of {_pairings()}, "
+                               f"or name the vLLM to install with --vllm-version")
+    return Sourced("", "default", f"no vLLM pairing for NGC {release}")
+
+
+def _gpu_python(release: str) -> Sourced[str]:
+    row = pinfile.ngc_release(release)
+    if row is None:
+        return Sourced("3", "default", f"the NGC {release} image's python3 (not in versions.toml)")
+    return Sourced(row["python"], "default", f"NGC {release}'s Python, from versions.toml")
+
+
+def _numpy_below_2(release: str) -> Sourced[bool]:
+    """numpy<2 only for releases whose Python backend stub crashes with numpy 2."""
+    row = pinfile.ngc_release(release)
+    if row is not None:
+        return Sourced(bool(row["numpy_below_2"]), "default", f"versions.toml [ngc.{release}]")
+    m = _YYMM.match(release)
+    assert m, release
+    return Sourced((int(m.group(1)), int(m.group(2))) < (24, 11), "default",
+                   "the Python backend takes numpy 2 from release 24.11 on")
+
+
+def _gpu_lock(release: str, vllm_version: str) -> Sourced[Path | None]:
+    """The committed lock of the GPU environment, when the build installs the table's
+    pairing for `release` (a lock resolved for another vLLM would not fit)."""
+    if (pinfile.ngc_release(release) or {}).get("vllm") != vllm_version:
+        return Sourced(None, "default", "no lock for this vLLM on this release")
+    return Sourced(pinfile.gpu_lock_path(release), "default",
+                   f"the lock of NGC {release} with vLLM {vllm_version}")
+
+
+def resolve_ngc(r: Resolution) -> Resolved:
+    """What the release's row says about the Python environment: numpy<2, and its lock."""
+    release = r.value("upstream_container_version")
+    if not (r.gpu and r.has_backend("vllm")):
+        return {"numpy_below_2": _numpy_below_2(release), "constraints": Sourced(None, "default")}
+    lock = _gpu_lock(release, r.value("vllm_version"))
+    if lock.value is None:
+        r.notes.append(f"no lock for vLLM {r.value('vllm_version')} on {release}: pip "
+                       f"resolves vLLM's dependencies as the index has them today")
+    return {"numpy_below_2": _numpy_below_2(release), "constraints": lock}
 
 
 RESOLVERS: tuple[Resolver, ...] = (
     resolve_flavor, resolve_release, resolve_backends, resolve_endpoints, resolve_filesystems,
-    resolve_features, resolve_container_version, resolve_vllm, resolve_images, resolve_output,
-    resolve_secrets, resolve_tag, resolve_pip_indexes, resolve_wheelhouse, resolve_pins,
+    resolve_features, resolve_container_version, resolve_vllm, resolve_ngc, resolve_images,
+    resolve_output, resolve_secrets, resolve_tag, resolve_pip_indexes, resolve_wheelhouse,
+    resolve_pins,
 )

@@ -24,6 +24,7 @@ except locale.Error:
 import asyncio  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -96,6 +97,11 @@ class TritonPythonModel:
         parameters = self.model_config.get("parameters", {})
         self.health_check = engine_config.bool_setting(parameters, "ENABLE_VLLM_HEALTH_CHECK")
         report_metrics = engine_config.bool_setting(parameters, "REPORT_CUSTOM_METRICS")
+
+        # Before vLLM and torch look at the GPUs: each KIND_GPU instance gets its own.
+        os.environ.update(engine_config.instance_device_env(
+            args.get("model_instance_kind", "CPU"), args.get("model_instance_device_id", -1),
+            os.environ))
 
         import dataclasses
 
@@ -211,8 +217,8 @@ class TritonPythonModel:
                            given.stream, given.exclude_input)
 
     def _sampling_params(self, raw, stream, need_logprobs=False):
+        from triton_vllm_backend.compat import SAMPLING_ERRORS
         from vllm import SamplingParams
-        from vllm.exceptions import VLLMValidationError
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         kwargs = params.parse_sampling_parameters(raw, self._sampling_fields)
@@ -226,7 +232,7 @@ class TritonPythonModel:
             # Streams take each step's delta; a complete answer needs only the last output.
             kind = RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY
             sampling = SamplingParams(**kwargs, output_kind=kind)
-        except (TypeError, ValueError, VLLMValidationError) as e:
+        except SAMPLING_ERRORS as e:
             raise params.ParameterError(f"invalid sampling parameters: {e}") from None
         return sampling, self._lora_request(lora_name)
 

@@ -97,6 +97,9 @@ def test_reports_every_pinned_version(image):
     for name in ("torch", pins.get("vllm.cpu_package"), "numpy", "pip", "python"):
         assert rows[name]["installed"] == rows[name]["pinned"], name
     assert rows["triton-openai-frontend"]["installed"] is not None
+    # What torch was built for: the CPU image's torch has no CUDA.
+    assert rows["torch-cuda"] == {"name": "torch-cuda", "pinned": None, "installed": "cpu",
+                                  "status": "info"}
 
 
 def logs(cid: str) -> str:

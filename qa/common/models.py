@@ -48,6 +48,26 @@ def tiny_model_path() -> Path:
     return target
 
 
+# On a GPU, vLLM takes 90 % of the memory for one engine by default: suites load several
+# models (and instances) into one server, each needs a sliver.
+GPU_MEMORY_UTILIZATION = 0.15
+
+
+def gpu_count() -> int:
+    """NVIDIA GPUs on this machine (0 without nvidia-smi)."""
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines())
+
+
+def gpu_defaults() -> dict:
+    """Engine arguments every test model gets on a machine with an NVIDIA GPU."""
+    if gpu_count() == 0:
+        return {}
+    return {"gpu_memory_utilization": GPU_MEMORY_UTILIZATION}
+
+
 CONFIG_PBTXT = """\
 backend: "vllm"
 instance_group [
@@ -74,6 +94,7 @@ def write_vllm_model(repository: Path | str, name: str, engine_args: dict, *,
     model_dir = Path(repository) / name
     version = model_dir / "1"
     version.mkdir(parents=True, exist_ok=True)
+    engine_args = {**gpu_defaults(), **engine_args}
     values = dict(published_parameters(engine_args) if publish else {})
     values.update(parameters or {})
     lines = "".join(f'parameters: {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n'

@@ -26,6 +26,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from qa.common.models import gpu_count
 from tritonbuild.hostenv import docker_binary
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -203,6 +204,8 @@ class TritonServer:
                "-e", "MODEL_REPOSITORY=/models"]
         for mount in self.mounts:
             cmd += ["-v", f"{mount}:{mount}:ro"]
+        if gpu_count():
+            cmd.append("--gpus=all")  # the GPU image on a GPU machine
         for key, value in {**ENGINE_ENV, **self.env}.items():
             cmd += ["-e", f"{key}={value}"]
         cmd.append(self.image)

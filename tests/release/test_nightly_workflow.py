@@ -1,7 +1,8 @@
-"""The nightly workflow: valid against GitHub's workflow schema (check-jsonschema's bundled
-copy, offline), clean under zizmor's audits and yamllint, and made only of calls to the
-repository's scripts, the same a person runs.  (actionlint's PyPI wrapper downloads its
-binary when installed, which these machines cannot; the schema and zizmor stand in.)"""
+"""The nightly workflow: clean under yamllint, made only of calls to the repository's
+scripts (the same a person runs) and the README's first command, with the legs the issue
+of a nightly needs.  tests/test_workflows.py checks every workflow file against GitHub's
+workflow schema and zizmor; actionlint's PyPI wrapper downloads its binary when
+installed, which these machines cannot, so the schema and zizmor stand in for it."""
 from __future__ import annotations
 
 import os
@@ -28,17 +29,6 @@ def tool(name: str) -> str:
 
 def run(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO)
-
-
-def test_schema():
-    out = run(tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
-              str(WORKFLOW))
-    assert out.returncode == 0, out.stdout + out.stderr
-
-
-def test_zizmor():
-    out = run(tool("zizmor"), "--offline", "--no-progress", str(WORKFLOW))
-    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_yamllint():

@@ -13,6 +13,7 @@ import pytest
 
 from tritonbuild.engine import DockerCli
 from tritonbuild.flags import parse_flags
+from tritonbuild.hostenv import REPO_ROOT
 from tritonbuild.render import render
 from tritonbuild.validate import make_plan
 
@@ -49,7 +50,9 @@ def outputs(plan) -> dict[str, str]:
 def normalize(text: str, host) -> str:
     # Paths of the test machine's fixtures are not part of what is reviewed.
     text = text.replace(str(host.find_links), "<wheelhouse>").replace(str(host.pip_cert), "<cert>")
-    return text.replace(str(host.repo_root), "<repo>")
+    text = text.replace(str(host.repo_root), "<repo>")
+    # Files build.py takes from its own checkout (the GPU lock), wherever it is cloned.
+    return text.replace(str(REPO_ROOT), "<checkout>")
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -36,18 +36,29 @@ def test_cpu_dockerfile_installs_and_labels_the_pins(plan_for):
 def test_gpu_dockerfile_installs_and_labels_the_pins(plan_for):
     d = render(plan_for("--enable-gpu")).dockerfile
     get = pins.get
-    release = get("triton.upstream_container_version")
+    release = get("triton.gpu_upstream_container_version")
+    row = pins.ngc_release(release)
     assert f"FROM {get('base.gpu_image_repository')}:{release}-py3 AS runtime-base" in d
-    assert f"{get('vllm.gpu_package')}=={get('vllm.gpu_version')}" in d
-    assert label(d, get("vllm.gpu_package")) == get("vllm.gpu_version")
+    assert f"{get('vllm.gpu_package')}=={row['vllm']}" in d
+    assert label(d, get("vllm.gpu_package")) == row["vllm"]
     assert label(d, "triton-release") == release
-    assert "torch==" not in d  # CUDA torch comes with vLLM
+    assert label(d, "python") == row["python"]
+    assert "torch==" not in d  # CUDA torch comes with vLLM, at the lock's version
+    assert ("numpy==" in d) == row["numpy_below_2"]
 
 
 @pytest.mark.parametrize("argv", [[], ["--enable-gpu"]])
 def test_no_unpinned_version_in_dockerfile(plan_for, argv):
     # Every `name==version` in a Dockerfile must be a version from versions.toml.
     d = render(plan_for(*argv)).dockerfile
-    known = {str(v) for section in pins.load().values() for v in section.values()}
+    known = {str(v) for v in _leaves(pins.load())}
     for version in re.findall(r"[A-Za-z0-9_.-]+==([^\s'\"\\]+)", d):
         assert version in known, version
+
+
+def _leaves(table):
+    for value in table.values():
+        if isinstance(value, dict):
+            yield from _leaves(value)
+        else:
+            yield value

@@ -27,7 +27,8 @@ def test_json_has_every_value_with_its_source(plan_for, tmp_path):
     assert data["flavor"] == {"value": "gpu", "source": "implied",
                               "reason": "--enable-all implies --enable-gpu"}
     assert {"id": "netrc", "src": str(netrc)} in data["secrets"]["value"]
-    assert data["pins"]["value"]["vllm"] == pins.get("vllm.gpu_version")
+    release = pins.get("triton.gpu_upstream_container_version")
+    assert data["pins"]["value"]["vllm"] == pins.ngc_release(release)["vllm"]
     assert "--enable-all implies --enable-gpu" in data["notes"]
 
 

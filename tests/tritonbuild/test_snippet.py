@@ -56,9 +56,9 @@ def test_hadolint_clean(name, capsys, hadolint):
 
 def test_pins_and_release(capsys):
     text = printed([], capsys)
-    release = pins.get("triton.upstream_container_version")
+    release = pins.get("triton.gpu_upstream_container_version")
     assert f"FROM {pins.get('base.gpu_image_repository')}:{release}-py3\n" in text
-    assert f"{pins.get('vllm.gpu_package')}=={pins.get('vllm.gpu_version')}" in text
+    assert f"{pins.get('vllm.gpu_package')}=={pins.gpu_vllm_version()}" in text
     assert f"numpy=={pins.get('python_packages.numpy')}" in text
     assert "FROM nvcr.io/nvidia/tritonserver:25.11-py3\n" in printed(
         ["--upstream-container-version", "25.11"], capsys)

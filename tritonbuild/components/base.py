@@ -69,6 +69,10 @@ class Component:
     def user(self) -> User | None:
         return None
 
+    # The image's ENTRYPOINT (one component, the system, names it).
+    def entrypoint(self) -> list[str] | None:
+        return None
+
     # Debian/Ubuntu packages of the final image, and of the build stages only.
     def runtime_packages(self) -> list[str]:
         return []

@@ -30,8 +30,9 @@ class OpenAIFrontend(Component):
         # is named again so that pip keeps the pinned one while resolving them.
         from .. import pins
         deps = tuple(self._project().get("dependencies", []))
-        return [PipStep(deps + (f"numpy=={pins.get('python_packages.numpy')}",),
-                        "the OpenAI frontend's dependencies")] if deps else []
+        if self.plan.numpy_below_2.value:
+            deps += (f"numpy=={pins.get('python_packages.numpy')}",)
+        return [PipStep(deps, "the OpenAI frontend's dependencies")] if deps else []
 
     def stages(self) -> list[Stage]:
         return [Stage("frontend-wheel", "common/frontend-wheel.j2")]

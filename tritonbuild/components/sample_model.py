@@ -1,12 +1,17 @@
 """The sample model: the tiny random Llama made at build time, and a repository serving it."""
 from __future__ import annotations
 
+import json
+
 from .base import Component, ContextItem, Stage
 from .tritonserver import REPOSITORY_DIR
 
-__all__ = ["SampleModel", "MODEL_DIR", "REPOSITORY_DIR"]
+__all__ = ["SampleModel", "MODEL_DIR", "REPOSITORY_DIR", "GPU_MEMORY_UTILIZATION"]
 
 MODEL_DIR = "/opt/models/tiny-llama"
+# vLLM's default takes 90 % of the GPU for one engine, which leaves no room for a second
+# model (or instance) in the same server; the sample model needs a sliver.
+GPU_MEMORY_UTILIZATION = 0.2
 
 
 class SampleModel(Component):
@@ -25,7 +30,22 @@ class SampleModel(Component):
         # The sample model's configuration is the project's own (model_repository/vllm_model,
         # pointing at MODEL_DIR); other models there need downloads and stay out.
         root = self.plan.repo_root / "model_repository"
-        return [
-            ContextItem("model_repository/make_tiny_model.py", source=root / "make_tiny_model.py"),
-            ContextItem("sample_repository/vllm_model", source=root / "vllm_model"),
+        items = [ContextItem("model_repository/make_tiny_model.py",
+                             source=root / "make_tiny_model.py")]
+        if not self.plan.gpu:
+            return items + [ContextItem("sample_repository/vllm_model", source=root / "vllm_model")]
+        # The GPU image's copy sets a small GPU memory share (the CPU engine sizes its
+        # KV cache from VLLM_CPU_KVCACHE_SPACE instead).
+        model_json = root / "vllm_model" / "1" / "model.json"
+        try:
+            engine_args = json.loads(model_json.read_text())
+        except (OSError, ValueError):
+            return items + [ContextItem("sample_repository/vllm_model/1/model.json",
+                                        source=model_json)]  # check_sources reports it
+        engine_args.setdefault("gpu_memory_utilization", GPU_MEMORY_UTILIZATION)
+        return items + [
+            ContextItem("sample_repository/vllm_model/config.pbtxt",
+                        source=root / "vllm_model" / "config.pbtxt"),
+            ContextItem("sample_repository/vllm_model/1/model.json",
+                        text=json.dumps(engine_args, indent=2) + "\n"),
         ]

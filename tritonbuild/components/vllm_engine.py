@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 from .. import pins
-from .base import Component, PipStep, Stage
+from .base import Component, ContextItem, PipStep, Stage
 
-__all__ = ["VllmEngine"]
+__all__ = ["VllmEngine", "CONSTRAINTS"]
+
+# The lock of the GPU environment in the build context; every pip step of the venv
+# stage installs within it (PIP_CONSTRAINT).
+CONSTRAINTS = "constraints.txt"
 
 
 class VllmEngine(Component):
@@ -26,11 +30,16 @@ class VllmEngine(Component):
             steps.append(PipStep((torch, engine),
                                  "vLLM's CPU build needs this exact +cpu torch (wheelhouse)",
                                  find_links=True))
-        # After vLLM: its opencv pin wants numpy 2, but Triton's Python backend stub
-        # crashes on BYTES tensors with numpy 2; the text path runs fine on 1.26.
-        steps.append(PipStep((f"numpy=={pins.get('python_packages.numpy')}",),
-                             "numpy<2 for Triton's Python backend"))
+        if plan.numpy_below_2.value:
+            # After vLLM: its opencv pin wants numpy 2, but this release's Python backend
+            # stub crashes on BYTES tensors with numpy 2; the text path runs fine on 1.26.
+            steps.append(PipStep((f"numpy=={pins.get('python_packages.numpy')}",),
+                                 "numpy<2 for Triton's Python backend"))
         return steps
+
+    def context(self) -> list[ContextItem]:
+        lock = self.plan.constraints.value
+        return [ContextItem(CONSTRAINTS, source=lock)] if lock is not None else []
 
     def pip_uninstall(self) -> list[str]:
         if self.plan.gpu or not self.plan.has_backend("vllm"):
@@ -52,4 +61,18 @@ class VllmEngine(Component):
         if not self.plan.gpu:
             # GiB of KV cache: enough for the sample model; raise it for real models.
             env.append(("VLLM_CPU_KVCACHE_SPACE", "1"))
+        elif self.plan.has_backend("vllm"):
+            # vLLM's engine core and tensor-parallel workers are processes of their own;
+            # forked from the Python backend's stub (threads, Triton's shared memory) they
+            # cannot initialize CUDA.
+            env.append(("VLLM_WORKER_MULTIPROC_METHOD", "spawn"))
         return env
+
+    def labels(self) -> list[tuple[str, str]]:
+        # The GPU image's torch is vLLM's choice, fixed by the lock: name it.
+        lock = self.plan.constraints.value
+        if lock is None or not lock.exists():
+            return []
+        from ..lock import locked_versions
+        torch = locked_versions(lock).get("torch")
+        return [("torch", torch)] if torch else []

@@ -88,6 +88,28 @@ def check_devices(engine_args: dict, instance_kind: str) -> None:
                 f"so that vLLM places its {size} workers itself")
 
 
+def instance_device_env(instance_kind: str, device_id: object, env: dict) -> dict[str, str]:
+    """The environment that gives a KIND_GPU instance its own GPU, as Triton's own vLLM
+    backend does: CUDA_VISIBLE_DEVICES set to the instance's device before vLLM starts.
+    Triton numbers devices among those the server sees, so an inherited
+    CUDA_VISIBLE_DEVICES list is indexed.  Other kinds: no change."""
+    if instance_kind.upper() not in ("GPU", "KIND_GPU"):
+        return {}
+    try:
+        index = int(device_id)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise ConfigError(f"model_instance_device_id {device_id!r} is not a number") from None
+    if index < 0:
+        return {}
+    visible = [d.strip() for d in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if not visible:
+        return {"CUDA_VISIBLE_DEVICES": str(index)}
+    if index >= len(visible):
+        raise ConfigError(f"the instance's GPU {index} is not among CUDA_VISIBLE_DEVICES="
+                          f"{','.join(visible)}")
+    return {"CUDA_VISIBLE_DEVICES": visible[index]}
+
+
 def runner_of(engine_args: dict) -> str:
     """"pooling" for embedding models, "generate" otherwise."""
     runner = engine_args.get("runner", "auto")

@@ -1,8 +1,8 @@
 # Triton Inference Server with this project's vLLM backend and OpenAI frontend,
-# added to nvcr.io/nvidia/tritonserver:24.10-py3.
+# added to nvcr.io/nvidia/tritonserver:25.11-py3.
 # Build it with a checkout of this project as the context:
 #   docker build -f THIS_FILE -t IMAGE_TAG .
-FROM nvcr.io/nvidia/tritonserver:24.10-py3
+FROM nvcr.io/nvidia/tritonserver:25.11-py3
 # The Python backend stub sets no locale, and vLLM's imports need UTF-8.
 ENV LANG=C.UTF-8 \
     LC_ALL=C.UTF-8

@@ -23,6 +23,8 @@ from .health.serving import HealthServing
 from .middleware import AccessMiddleware, ApiKeyMiddleware, BodyLimitMiddleware
 from .models import router as models_router
 from .models.serving import ModelsServing
+from .responses_api import router as responses_router
+from .responses_api.serving import ResponsesServing
 from .tokenizers import TokenizerCache
 from .triton import TritonClient, create_client
 
@@ -50,11 +52,13 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     app.state.models = ModelsServing(catalog)
     app.state.completions = CompletionsServing(generation)
     app.state.chat = ChatServing(generation, config.chat_template, config.tool_call_parser)
+    app.state.responses = ResponsesServing(generation, config.chat_template,
+                                           config.tool_call_parser, config.responses_store_size)
     app.state.embeddings = EmbeddingsServing(client, catalog)
     app.state.health = HealthServing(client, catalog, registry, config.triton_metrics_url)
 
-    for surface in (models_router, completions_router, chat_router, embeddings_router,
-                    health_router):
+    for surface in (models_router, completions_router, chat_router, responses_router,
+                    embeddings_router, health_router):
         surface.attach_router(app)
     errors.install_handlers(app)
 

@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shutdown-timeout", type=float, default=d.shutdown_timeout,
                    help="seconds that in-flight streams get to finish on SIGTERM "
                         "(default: %(default)s)")
+    p.add_argument("--responses-store-size", type=int, default=d.responses_store_size, metavar="N",
+                   help="responses kept in memory for GET /v1/responses/{id} and "
+                        "previous_response_id, least recently used dropped first; 0 keeps none "
+                        "(default: %(default)s)")
     p.add_argument("--in-process", action="store_true",
                    help="serve --model-repository with Triton's in-process Python bindings "
                         "instead of connecting to --triton-url (needs libtritonserver.so)")
@@ -81,7 +85,8 @@ def config_from_args(args: argparse.Namespace) -> FrontendConfig:
         cors_origins=[o.strip() for o in args.cors_origins.split(",") if o.strip()],
         max_request_bytes=args.max_request_bytes, log_format=args.log_format,
         tool_call_parser=args.tool_call_parser, model_repository=args.model_repository,
-        in_process=args.in_process, shutdown_timeout=args.shutdown_timeout)
+        in_process=args.in_process, shutdown_timeout=args.shutdown_timeout,
+        responses_store_size=args.responses_store_size)
 
 
 class _JsonFormatter(logging.Formatter):

@@ -21,6 +21,8 @@ class FrontendConfig:
     max_request_bytes: int = 10 * 1024 * 1024
     log_format: str = "text"  # "text" or "json" access logs
     tool_call_parser: str = "llama3_json"
+    # How many responses /v1/responses keeps for GET and previous_response_id (LRU).
+    responses_store_size: int = 1000
     model_repository: str | None = None
     in_process: bool = False
     # Seconds that in-flight streams get to finish on shutdown.

@@ -4,6 +4,7 @@
     ├── BadRequestError              (400, invalid_request_error; names the parameter)
     ├── AuthenticationError          (401, invalid_request_error, code invalid_api_key)
     ├── ModelNotFoundError           (404, invalid_request_error, code model_not_found)
+    ├── NotFoundError                (404, invalid_request_error; e.g. a stored response)
     ├── RequestTooLargeError         (413, invalid_request_error)
     └── ServiceUnavailableError      (503, service_unavailable)
     ClientGone                       (499, nobody reads it: the client closed the connection)
@@ -54,6 +55,11 @@ class ModelNotFoundError(OpenAIError):
     status = 404
     type = "invalid_request_error"
     code = "model_not_found"
+
+
+class NotFoundError(OpenAIError):
+    status = 404
+    type = "invalid_request_error"
 
 
 class RequestTooLargeError(OpenAIError):

@@ -6,6 +6,6 @@ exec env DOCKER_BUILDKIT=1 /usr/bin/docker \
     build \
     --quiet \
     --file=/srv/tvb-build/Dockerfile \
-    --tag=tritonserver-vllm:24.10-gpu \
+    --tag=tritonserver-vllm:25.11-gpu \
     --secret=id=pip_cert,src=<cert> \
     /srv/tvb-build/context

@@ -1,0 +1,186 @@
+"""The logic of /v1/responses: the prompt (stored conversation, instructions, input and
+tools through the chat template), one generation task per response, its events, the store
+and cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi.responses import Response
+
+from .. import sse
+from ..catalog import ServedModel
+from ..chat.protocol import ChatMessage
+from ..chat.templating import messages_for_template, render
+from ..chat.tools import ToolUse
+from ..errors import BadRequestError, as_openai_error
+from ..fanin import primed
+from ..generation import GenerationService
+from ..prompts import Prompt
+from ..request_ids import request_id
+from ..responses import json_response
+from ..structured import from_response_format
+from ..tool_parsers import get_parser
+from ..triton.vllm_contract import GENERATE, STRUCTURED_OUTPUTS
+from .events import Event, ResponseBuilder
+from .items import ToolRequest, input_messages, output_messages
+from .protocol import ResponsesRequest
+from .store import ResponseStore, StoredResponse
+
+_END = None
+
+
+def encode(event: Event) -> bytes:
+    # Serialized at once: the items an event shows go on changing as generation goes on.
+    return b"event: " + event["type"].encode() + b"\n" + sse.event(event)
+
+
+class ResponseRun:
+    """The task that drives one response's generation, so that a cancel request (or the
+    client leaving) can stop it from outside, and a background response runs on its own."""
+
+    def __init__(self, builder: ResponseBuilder, stream: AsyncIterator, streamed: bool):
+        self.builder = builder
+        self.queue: asyncio.Queue | None = asyncio.Queue() if streamed else None
+        self.error: Exception | None = None
+        self.task = asyncio.create_task(self._drive(stream))
+
+    def _emit(self, events: list[Event]) -> None:
+        if self.queue is not None:
+            for event in events:
+                self.queue.put_nowait(encode(event))
+
+    async def _drive(self, stream: AsyncIterator) -> dict:
+        try:
+            self._emit(self.builder.start())
+            async for _, chunk in stream:
+                self._emit(self.builder.chunk(chunk))
+            self._emit(self.builder.finish())
+        except asyncio.CancelledError:
+            self.builder.cancelled()  # a cancel request, or a client gone: not an error
+        except Exception as err:  # recorded on the response, which a later GET shows
+            self.error = err
+            self._emit(self.builder.failed(as_openai_error(err).body()["error"]))
+        finally:
+            await stream.aclose()  # ends the Triton request, also when cancelled
+            if self.queue is not None:
+                self.queue.put_nowait(_END)
+        return self.builder.response
+
+    async def events(self, keep_running: bool) -> AsyncIterator[bytes]:
+        try:
+            while (event := await self.queue.get()) is not _END:
+                yield event
+        finally:
+            if not keep_running:
+                self.task.cancel()  # the client left a stream that only it was reading
+
+
+def _constraint(req: ResponsesRequest, tools: ToolUse) -> dict | None:
+    if tools.constraint is not None:
+        return tools.constraint
+    fmt = req.text.format if req.text is not None else None
+    if fmt is None:
+        return None
+    if fmt.type == "json_schema" and not isinstance(fmt.json_schema, dict):
+        raise BadRequestError("text.format.schema must be a JSON schema object",
+                              param="text.format.schema")
+    return from_response_format({"type": fmt.type, "json_schema": {"schema": fmt.json_schema}})
+
+
+class ResponsesServing:
+    def __init__(self, generation: GenerationService, chat_template: str | None = None,
+                 tool_parser: str = "llama3_json", store_size: int = 1000):
+        self.gen = generation
+        self.chat_template = chat_template
+        get_parser(tool_parser)  # fail at start-up on an unknown name
+        self.tool_parser_name = tool_parser
+        self.store = ResponseStore(store_size)
+
+    async def create(self, req: ResponsesRequest) -> Response:
+        for param, why in req.rejections():
+            raise BadRequestError(why, param=param)
+        model = await self.gen.catalog.get(req.model, runner=GENERATE)
+        messages = self._history(req.previous_response_id) + input_messages(req.input)
+        tool_req = ToolRequest.of(req.tools, req.tool_choice, req.parallel_tool_calls)
+        tools = ToolUse.of(tool_req, get_parser(self.tool_parser_name))
+        prompt = await self._prompt(req, model, messages,
+                                    tool_req.tools if tools.mode != "none" else None)
+        sampling = req.sampling_dict()
+        sampling["max_tokens"] = self.gen.budget(model, prompt, req.max_output_tokens,
+                                                 "max_output_tokens", "input")
+        constraint = _constraint(req, tools)
+        if constraint is not None:
+            sampling[STRUCTURED_OUTPUTS] = constraint
+
+        response = self._response_object(req, model.id)
+        builder = ResponseBuilder(response, tools, prompt.num_tokens)
+        # Background responses stream from Triton too, so that GET shows their progress.
+        stream = self.gen.run(model, [prompt], [sampling], req.stream or bool(req.background),
+                              False, "resp")
+        if req.stream and not req.background:
+            stream = await primed(stream)  # Triton's refusal becomes the HTTP status
+        run = ResponseRun(builder, stream, req.stream)
+        if req.store:
+            self.store.put(StoredResponse(response, messages, run.task))
+        if req.stream:
+            return sse.EventStreamResponse(run.events(keep_running=bool(req.background)))
+        if req.background:
+            return json_response(dict(response))
+        await run.task
+        if run.error is not None:
+            raise run.error
+        return json_response(response)
+
+    def retrieve(self, response_id: str) -> Response:
+        return json_response(self.store.get(response_id).response)
+
+    async def cancel(self, response_id: str) -> Response:
+        """Stop a response in progress; one that has ended is returned as it is."""
+        entry = self.store.get(response_id)
+        if entry.task is not None and not entry.task.done():
+            entry.task.cancel()
+            await asyncio.wait({entry.task})
+        return json_response(entry.response)
+
+    def _history(self, previous_id: str | None) -> list[ChatMessage]:
+        if previous_id is None:
+            return []
+        entry = self.store.get(previous_id, param="previous_response_id")
+        status = entry.response["status"]
+        if status in ("queued", "in_progress"):
+            raise BadRequestError(f"previous response {previous_id!r} is still {status}",
+                                  param="previous_response_id")
+        return entry.messages + output_messages(entry.response["output"])
+
+    async def _prompt(self, req: ResponsesRequest, model: ServedModel,
+                      messages: list[ChatMessage], tools: list | None) -> Prompt:
+        tok = await self.gen.tokenizer(model)
+        if req.instructions is not None:
+            messages = [ChatMessage(role="system", content=req.instructions), *messages]
+        tool_dicts = [t.model_dump(exclude_none=True) for t in tools] if tools else None
+        text, ids = render(tok, messages_for_template(messages), self.chat_template,
+                           tool_dicts, True, False, None)
+        return Prompt(text, ids)
+
+    @staticmethod
+    def _response_object(req: ResponsesRequest, model_id: str) -> dict[str, Any]:
+        fmt = {"type": "text"}
+        if req.text is not None and req.text.format is not None:
+            fmt = req.text.format.model_dump(by_alias=True, exclude_none=True)
+        return {
+            "id": request_id("resp"), "object": "response", "created_at": int(time.time()),
+            "status": "queued", "background": bool(req.background), "error": None,
+            "incomplete_details": None, "instructions": req.instructions,
+            "max_output_tokens": req.max_output_tokens, "model": model_id, "output": [],
+            "parallel_tool_calls": req.parallel_tool_calls is not False,
+            "previous_response_id": req.previous_response_id,
+            "reasoning": {"effort": None, "summary": None}, "store": req.store,
+            "temperature": req.temperature, "text": {"format": fmt},
+            "tool_choice": req.tool_choice or "auto", "tools": req.tools or [],
+            "top_p": req.top_p, "truncation": "disabled", "usage": None, "user": req.user,
+            "metadata": req.metadata or {}}
+

@@ -1,0 +1,297 @@
+"""/v1/responses: request mapping, events, the store, previous_response_id, cancel, 400s."""
+
+import json
+import time
+
+import pytest
+from openai_fakes import FakeTriton
+
+from triton_openai import FrontendConfig
+
+TOOLS = [{"type": "function", "name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+
+TEXT_EVENTS = ["response.output_item.added", "response.content_part.added"]
+TEXT_DONE = ["response.output_text.done", "response.content_part.done",
+             "response.output_item.done"]
+CALL_DONE = ["response.function_call_arguments.done", "response.output_item.done"]
+
+
+def _events(resp):
+    assert resp.headers["content-type"].startswith("text/event-stream")
+    blocks = [b for b in resp.text.split("\n\n") if b]
+    events = []
+    for block in blocks:
+        name, data = block.split("\n")
+        event = json.loads(data.removeprefix("data: "))
+        assert name == f"event: {event['type']}"
+        events.append(event)
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    return events
+
+
+def _sampling(triton):
+    return json.loads(triton.requests[-1]["sampling_parameters"][0])
+
+
+def _prompt(triton):
+    # The fake tokenizer's ids are word lengths: compare the prompt's shape through them.
+    return triton.requests[-1]["input_ids"]
+
+
+def test_text_input_instructions_and_usage(client, triton):
+    r = client.post("/v1/responses", json={
+        "model": "llm", "input": "hello there", "instructions": "be brief",
+        "max_output_tokens": 3, "temperature": 0.5, "top_p": 0.9, "top_k": 4})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["object"] == "response" and body["status"] == "incomplete"
+    assert body["incomplete_details"] == {"reason": "max_output_tokens"}
+    [item] = body["output"]
+    assert item["type"] == "message" and item["role"] == "assistant"
+    assert item["content"] == [{"type": "output_text", "text": " w0 w1 w2", "annotations": [],
+                                "logprobs": []}]
+    assert _sampling(triton) == {"n": 1, "temperature": 0.5, "top_p": 0.9, "top_k": 4,
+                                 "max_tokens": 3}
+    # <|system|>be brief <|user|>hello there <|assistant|>
+    assert _prompt(triton) == [len("<|system|>be"), len("brief"), len("<|user|>hello"),
+                               len("there"), len("<|assistant|>")]
+    assert body["usage"] == {"input_tokens": 5, "input_tokens_details": {"cached_tokens": 0},
+                             "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0},
+                             "total_tokens": 8}
+
+
+def test_completed_when_the_model_stops(make_client):
+    c = make_client(fake=FakeTriton(script=[" a", " b"]))
+    body = c.post("/v1/responses", json={"model": "llm", "input": "x"}).json()
+    assert body["status"] == "completed" and body["incomplete_details"] is None
+    assert body["output"][0]["status"] == "completed"
+    assert body["usage"]["output_tokens"] == 2
+
+
+def test_message_inputs(client, triton):
+    client.post("/v1/responses", json={"model": "llm", "max_output_tokens": 1, "input": [
+        {"role": "developer", "content": "sys"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q1"}]},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "a1"}]},
+        {"role": "user", "content": "q2"}]})
+    assert _prompt(triton) == [len(w) for w in
+                               "<|system|>sys <|user|>q1 <|assistant|>a1 <|user|>q2 "
+                               "<|assistant|>".split()]
+
+
+def test_stream_event_order(client):
+    events = _events(client.post("/v1/responses", json={
+        "model": "llm", "input": "hi", "max_output_tokens": 3, "stream": True}))
+    assert [e["type"] for e in events] == [
+        "response.created", "response.in_progress", *TEXT_EVENTS,
+        *["response.output_text.delta"] * 3, *TEXT_DONE, "response.incomplete"]
+    assert events[0]["response"]["status"] == "in_progress"
+    item_id = events[2]["item"]["id"]
+    assert {e.get("item_id") for e in events[3:-2]} == {item_id}
+    assert "".join(e["delta"] for e in events if "delta" in e) == events[-4]["text"] == " w0 w1 w2"
+    final = events[-1]["response"]
+    assert final["usage"]["output_tokens"] == 3
+    assert final["output"][0]["content"][0]["text"] == " w0 w1 w2"
+
+
+def test_stream_ends_with_completed(make_client):
+    c = make_client(fake=FakeTriton(script=[" a"]))
+    events = _events(c.post("/v1/responses", json={"model": "llm", "input": "x", "stream": True}))
+    assert events[-1]["type"] == "response.completed"
+    assert events[-1]["response"]["status"] == "completed"
+
+
+def test_json_schema_format(client, triton):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    body = client.post("/v1/responses", json={
+        "model": "llm", "input": "x", "max_output_tokens": 2,
+        "text": {"format": {"type": "json_schema", "name": "thing", "schema": schema,
+                            "strict": True}}}).json()
+    assert _sampling(triton)["structured_outputs"] == {"json": schema}
+    assert body["text"]["format"]["schema"] == schema
+    client.post("/v1/responses", json={"model": "llm", "input": "x", "max_output_tokens": 2,
+                                       "text": {"format": {"type": "json_object"}}})
+    assert _sampling(triton)["structured_outputs"] == {"json_object": True}
+
+
+def test_auto_tool_call_becomes_function_call_item(make_client, triton):
+    c = make_client(fake=FakeTriton(script=['{"name": "get_weather", ', '"parameters": ',
+                                            '{"city": "Paris"}}']))
+    body = c.post("/v1/responses", json={"model": "llm", "input": "weather?",
+                                         "tools": TOOLS}).json()
+    [call] = body["output"]
+    assert call["type"] == "function_call" and call["name"] == "get_weather"
+    assert json.loads(call["arguments"]) == {"city": "Paris"}
+    assert call["call_id"].startswith("call_") and call["id"].startswith("fc_")
+
+    events = _events(c.post("/v1/responses", json={"model": "llm", "input": "weather?",
+                                                   "tools": TOOLS, "stream": True}))
+    assert [e["type"] for e in events] == [
+        "response.created", "response.in_progress", "response.output_item.added",
+        "response.function_call_arguments.delta", *CALL_DONE, "response.completed"]
+    assert events[2]["item"]["arguments"] == ""
+    assert json.loads(events[4]["arguments"]) == {"city": "Paris"}
+    assert events[4]["name"] == "get_weather"
+
+
+def test_named_tool_choice_streams_arguments(make_client):
+    fake = FakeTriton(script=['{"city"', ': "Paris"}'])
+    c = make_client(fake=fake)
+    events = _events(c.post("/v1/responses", json={
+        "model": "llm", "input": "x", "tools": TOOLS, "stream": True,
+        "tool_choice": {"type": "function", "name": "get_weather"}}))
+    assert [e["type"] for e in events] == [
+        "response.created", "response.in_progress", "response.output_item.added",
+        *["response.function_call_arguments.delta"] * 2, *CALL_DONE, "response.completed"]
+    sp = json.loads(fake.requests[-1]["sampling_parameters"][0])
+    assert sp["structured_outputs"] == {"json": TOOLS[0]["parameters"]}
+    assert events[-1]["response"]["output"][0]["arguments"] == '{"city": "Paris"}'
+
+
+def test_function_call_output_feeds_the_next_turn(client, triton):
+    client.post("/v1/responses", json={"model": "llm", "max_output_tokens": 1, "tools": TOOLS,
+                                       "input": [
+        {"role": "user", "content": "w?"},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+         "arguments": '{"city": "Paris"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}]})
+    ids = _prompt(triton)
+    assert len("<|tool|>sunny") in ids  # the tool's answer is in the prompt
+
+
+def test_store_retrieve_and_store_false(client):
+    body = client.post("/v1/responses", json={"model": "llm", "input": "x",
+                                              "max_output_tokens": 2}).json()
+    assert client.get(f"/v1/responses/{body['id']}").json() == body
+    gone = client.post("/v1/responses", json={"model": "llm", "input": "x", "store": False,
+                                              "max_output_tokens": 2}).json()
+    r = client.get(f"/v1/responses/{gone['id']}")
+    assert r.status_code == 404 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_store_evicts_least_recently_used(make_client):
+    c = make_client(FrontendConfig(triton_metrics_url=None, responses_store_size=2))
+    ids = [c.post("/v1/responses", json={"model": "llm", "input": "x",
+                                         "max_output_tokens": 1}).json()["id"] for _ in range(2)]
+    assert c.get(f"/v1/responses/{ids[0]}").status_code == 200  # now the most recent
+    ids.append(c.post("/v1/responses", json={"model": "llm", "input": "x",
+                                             "max_output_tokens": 1}).json()["id"])
+    assert [c.get(f"/v1/responses/{i}").status_code for i in ids] == [200, 404, 200]
+
+
+def test_previous_response_id_continues_the_conversation(client, triton):
+    first = client.post("/v1/responses", json={"model": "llm", "input": "q1",
+                                               "instructions": "sys", "max_output_tokens": 2})
+    client.post("/v1/responses", json={"model": "llm", "input": "q2", "max_output_tokens": 1,
+                                       "previous_response_id": first.json()["id"]})
+    # Instructions are not carried over; the earlier input and output are.
+    assert _prompt(triton) == [len(w) for w in
+                               "<|user|>q1 <|assistant|> w0 w1 <|user|>q2 <|assistant|>".split()]
+    r = client.post("/v1/responses", json={"model": "llm", "input": "q",
+                                           "previous_response_id": "resp-nope"})
+    assert r.status_code == 404 and r.json()["error"]["param"] == "previous_response_id"
+
+
+def test_previous_function_call_is_replayed(make_client):
+    fake = FakeTriton(script=['{"name": "get_weather", "parameters": {"city": "Oslo"}}'])
+    c = make_client(fake=fake)
+    first = c.post("/v1/responses", json={"model": "llm", "input": "w?", "tools": TOOLS}).json()
+    call = first["output"][0]
+    c.post("/v1/responses", json={
+        "model": "llm", "tools": TOOLS, "previous_response_id": first["id"],
+        "input": [{"type": "function_call_output", "call_id": call["call_id"], "output": "rain"}]})
+    assert len("<|tool|>rain") in fake.requests[-1]["input_ids"]
+
+
+def test_cancel_background_response(make_client):
+    fake = FakeTriton(delay=0.05)
+    c = make_client(fake=fake)
+    body = c.post("/v1/responses", json={"model": "llm", "input": "x", "background": True,
+                                         "max_output_tokens": 50}).json()
+    assert body["status"] == "queued" and body["background"] is True
+    deadline = time.monotonic() + 5
+    while not c.get(f"/v1/responses/{body['id']}").json()["output"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    cancelled = c.post(f"/v1/responses/{body['id']}/cancel").json()
+    assert cancelled["status"] == "cancelled"
+    assert fake.cancelled == 1
+    assert 0 < cancelled["usage"]["output_tokens"] < 50
+    assert c.get(f"/v1/responses/{body['id']}").json()["status"] == "cancelled"
+    # Cancelling again changes nothing.
+    assert c.post(f"/v1/responses/{body['id']}/cancel").json()["status"] == "cancelled"
+    assert c.post("/v1/responses/resp-nope/cancel").status_code == 404
+
+
+def test_background_runs_to_completion(make_client):
+    c = make_client(fake=FakeTriton(script=[" a", " b"]))
+    rid = c.post("/v1/responses", json={"model": "llm", "input": "x",
+                                        "background": True}).json()["id"]
+    deadline = time.monotonic() + 5
+    while (body := c.get(f"/v1/responses/{rid}").json())["status"] != "completed":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert body["output"][0]["content"][0]["text"] == " a b"
+
+
+@pytest.mark.parametrize("extra, param", [
+    ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"include": ["reasoning.encrypted_content"]}, "include"),
+    ({"reasoning": {"effort": "high"}}, "reasoning"),
+    ({"background": True, "store": False}, "background"),
+    ({"top_logprobs": 2}, "top_logprobs"),
+    ({"truncation": "auto"}, "truncation"),
+    ({"conversation": "conv_1"}, "conversation"),
+    ({"text": {"verbosity": "low"}}, "text.verbosity"),
+    ({"frobnicate": 1}, "frobnicate"),
+    ({"tool_choice": {"type": "web_search_preview"}, "tools": TOOLS}, "tool_choice"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type"),
+    ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]},
+     "input[0].content[0].type"),
+    ({"text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema"),
+    ({"max_output_tokens": 0}, "max_output_tokens"),
+])
+def test_unsupported_fields_are_named_in_a_400(client, triton, extra, param):
+    r = client.post("/v1/responses", json={"model": "llm", "input": "x", **extra})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert not triton.requests
+
+
+def test_unknown_model_is_404(client):
+    r = client.post("/v1/responses", json={"model": "nope", "input": "x"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_cancel_streamed_response(make_client):
+    fake = FakeTriton(delay=0.05)
+    c = make_client(fake=fake)
+    with c.stream("POST", "/v1/responses", json={"model": "llm", "input": "x", "stream": True,
+                                                  "max_output_tokens": 50}) as r:
+        lines = r.iter_lines()
+        data = (json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        rid = next(data)["response"]["id"]
+        assert next(e for e in data if e["type"] == "response.output_text.delta")
+        cancelled = c.post(f"/v1/responses/{rid}/cancel").json()
+        rest = [e["type"] for e in data]
+    assert cancelled["status"] == "cancelled" and fake.cancelled == 1
+    assert 0 < cancelled["usage"]["output_tokens"] < 50
+    # The stream ends without a completed or incomplete event.
+    assert set(rest) <= {"response.output_text.delta"}
+
+
+def test_streaming_client_gone_stops_generation(make_client):
+    fake = FakeTriton(delay=0.05)
+    c = make_client(fake=fake)
+    with c.stream("POST", "/v1/responses", json={"model": "llm", "input": "x", "stream": True,
+                                                  "max_output_tokens": 50}) as r:
+        lines = r.iter_lines()
+        next(line for line in lines if "output_text.delta" in line)
+    deadline = time.monotonic() + 5
+    while fake.cancelled == 0:
+        assert time.monotonic() < deadline, "the generation went on for nobody"
+        time.sleep(0.01)

