@@ -49,6 +49,9 @@ from triton_vllm_backend.jobs import EmbedJob, GenerateJob  # noqa: E402
 
 # How often running requests are checked for cancellation, in seconds.
 CANCEL_POLL_S = 0.05
+# The error of a request that was still running when its model unloaded.
+UNLOADING_MESSAGE = ("the model is unloading (the server is shutting down) and stopped "
+                     "this request before it finished")
 
 
 def _version_dir_of_stub() -> Path | None:
@@ -388,12 +391,10 @@ class TritonPythonModel:
             self._cancel_poller.cancel()
         engine = getattr(self, "engine", None)
         if engine is not None:
-            ids = self._requests.ids()
-            if ids:
-                try:
-                    self._run(engine.abort(ids), timeout=10)
-                except Exception:  # noqa: BLE001 - the engine may be dead already
-                    pass
+            try:
+                self._run(self._stop_unfinished(), timeout=10)
+            except Exception:  # noqa: BLE001 - the engine may be dead already
+                pass
             engine.shutdown()
             self.engine = None
         for logger in getattr(self, "stat_loggers", []):
@@ -403,6 +404,22 @@ class TritonPythonModel:
         # Requests still held go now, while the stub can still release them.
         self._requests.clear()
         gc.collect()
+
+    async def _stop_unfinished(self):
+        """Requests still running when the model unloads (Triton's exit timeout ran out,
+        or an unload): each client gets an error, never a stream that just ends."""
+        unfinished = list(self._requests.running())
+        for rid, (_, sender) in unfinished:
+            self._requests.cancel(rid)
+            self.logger.log_warn(f"[vllm] request {rid} stopped unfinished: "
+                                 f"{self.model_name} is unloading")
+            try:
+                self._fail(sender, UNLOADING_MESSAGE)
+            except Exception as e:  # noqa: BLE001 - its client is gone already
+                self.logger.log_verbose(f"[vllm] could not answer {rid}: {e!r}")
+        ids = self._requests.ids()
+        if ids:
+            await self.engine.abort(ids)
 
     def _stop_loop(self):
         self._loop.call_soon_threadsafe(self._loop.stop)

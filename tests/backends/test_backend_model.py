@@ -253,3 +253,19 @@ def test_an_embedding_model_answers_with_the_vector(serve):
     [response] = request.sender.wait()
     assert response.outputs["embedding"].tolist() == [0.25, 0.5]
     assert response.outputs["num_input_tokens"].tolist() == [3]
+
+
+def test_a_request_still_running_at_unload_gets_an_error_not_a_silent_end(serve, model_module):
+    engine = FakeEngine(steps=("He",), hold=True)
+    model = serve(engine)
+    request = generate_request()
+    model.execute([request])
+    assert engine.running.wait(5)
+    model.finalize()
+    responses = request.sender.wait()
+    assert texts(responses[:1]) == [[b"He"]]
+    errors = [r for r in responses if r is not None and r.error is not None]
+    assert [e.error.message() for e in errors] == [model_module.UNLOADING_MESSAGE]
+    # Nothing that reads as an answer after it (at most the bare final flag).
+    assert all(r is None for r in responses[responses.index(errors[0]) + 1:])
+    assert engine.aborted == engine.started

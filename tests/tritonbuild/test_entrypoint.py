@@ -16,9 +16,11 @@ from tritonbuild.render import render
 
 STANDIN = """#!/bin/bash
 echo "$@" > "$RECORD_DIR/$(basename "$0")"
-# On SIGTERM: drain (as both real processes do) and exit 0, or $TERM_STATUS_<name>.
+# On SIGTERM: drain (as both real processes do) for $DRAIN_S seconds, then exit 0, or
+# $TERM_STATUS_<name>.
 status_var="TERM_STATUS_${0##*/}"; status_var=${status_var//-/_}
-trap 'echo TERM > "$RECORD_DIR/$(basename "$0").term"; exit "${!status_var:-0}"' TERM
+trap 'echo "$(basename "$0")" >> "$RECORD_DIR/order"; sleep "${DRAIN_S:-0}"
+      echo TERM > "$RECORD_DIR/$(basename "$0").term"; exit "${!status_var:-0}"' TERM
 if [ -n "${EXIT_AFTER:-}" ] && [ "$(basename "$0")" = "$EXIT_WHO" ]; then
     sleep "$EXIT_AFTER"; exit 3
 fi
@@ -97,8 +99,38 @@ def test_sigterm_stops_both_and_a_clean_stop_exits_0(image):
 @pytest.mark.parametrize("who", ["tritonserver", "triton_openai"])
 def test_sigterm_passes_on_a_process_that_did_not_stop_cleanly(image, who):
     entry, records, env = image("--endpoint=openai")
-    env[f"TERM_STATUS_{who}"] = "143"
-    assert sigterm(entry, records, env) == 143
+    env[f"TERM_STATUS_{who}"] = "3"
+    assert sigterm(entry, records, env) == 3
+
+
+def test_the_frontend_drains_before_triton_stops(image):
+    # The frontend's requests in flight need Triton until they end.
+    entry, records, env = image("--endpoint=openai")
+    env.update(DRAIN_S="0.5", SHUTDOWN_GRACE_SECONDS="7")
+    assert sigterm(entry, records, env) == 0
+    assert (records / "order").read_text().split() == ["triton-openai", "tritonserver"]
+    assert "--exit-timeout-secs=7" in (records / "tritonserver").read_text().split()
+
+
+def test_a_second_sigterm_does_not_cut_the_drain_short(image):
+    entry, records, env = image("--endpoint=openai")
+    env.update(DRAIN_S="1")
+    proc = subprocess.Popen([str(entry)], env=env)
+    wait_for(records / "triton-openai")
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    assert (records / "order").read_text().split() == ["triton-openai", "tritonserver"]
+
+
+def test_a_triton_only_image_stops_cleanly_on_sigterm(image):
+    entry, records, env = image()
+    proc = subprocess.Popen([str(entry)], env=env)
+    wait_for(records / "tritonserver")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    assert (records / "order").read_text().split() == ["tritonserver"]
 
 
 def test_default_repository_and_no_frontend_without_openai(image):

@@ -50,8 +50,8 @@ def outputs(plan) -> dict[str, str]:
 def normalize(text: str, host) -> str:
     # Paths of the test machine's fixtures are not part of what is reviewed.
     text = text.replace(str(host.find_links), "<wheelhouse>").replace(str(host.pip_cert), "<cert>")
+    # The committed GPU locks are read from this checkout, wherever it was cloned.
     text = text.replace(str(host.repo_root), "<repo>")
-    # Files build.py takes from its own checkout (the GPU lock), wherever it is cloned.
     return text.replace(str(REPO_ROOT), "<checkout>")
 
 

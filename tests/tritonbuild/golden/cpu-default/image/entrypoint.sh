@@ -32,31 +32,50 @@ server_args=(
     "--log-info=false"
 )
 
-pids=()
+# Seconds that requests in flight get to finish when the container is stopped; give
+# `docker stop -t` / terminationGracePeriodSeconds about 10 more.
+SHUTDOWN_GRACE_SECONDS="${SHUTDOWN_GRACE_SECONDS:-20}"
+export TRITON_OPENAI_SHUTDOWN_TIMEOUT="$SHUTDOWN_GRACE_SECONDS"
+
 stopping=0
-stop() {
-    stopping=1
-    trap - TERM INT
-    kill -TERM "${pids[@]}" 2>/dev/null || true
+trap 'stopping=1' TERM INT
+
+tritonserver "${server_args[@]}" --exit-timeout-secs="$SHUTDOWN_GRACE_SECONDS" "$@" &
+triton_pid=$!
+services=()
+
+# Stops each process in turn and waits for it; the status is the worst of theirs.
+stop_in_order() {
+    local status=0 pid code
+    for pid in "$@"; do
+        kill -TERM "$pid" 2>/dev/null || true
+        while true; do
+            code=0
+            wait "$pid" || code=$?
+            [ "$code" -eq 0 ] && break
+            # A signal to this script interrupts wait (128+N) while the process runs on.
+            if ! kill -0 "$pid" 2>/dev/null; then
+                code=0
+                wait "$pid" || code=$?  # its own status, kept by bash
+                break
+            fi
+        done
+        [ "$code" -gt "$status" ] && status=$code
+    done
+    return "$status"
 }
-trap stop TERM INT
 
-tritonserver "${server_args[@]}" "$@" &
-pids+=($!)
-
-# Run until either process ends or a signal arrives.  A process that ended on its own
-# stops the other, and its status is the container's.  On SIGTERM/SIGINT both drain and
-# stop: `wait -n` then only says a signal came (128+N), so the container's status is the
-# worst of theirs, 0 when both stopped cleanly.
+# Run until a process ends or a signal arrives.  On SIGTERM/SIGINT the services (the
+# frontend) stop first: they drain their requests while Triton still serves them, and
+# end what cannot finish with an error; then tritonserver stops.  The container's status
+# is then the worst of theirs: 0 when everything drained, non-zero when requests were cut.
+# A process that ends on its own stops the others, and its status is the container's.
 status=0
-wait -n "${pids[@]}" || status=$?
+wait -n "$triton_pid" "${services[@]}" || status=$?
 if [ "$stopping" = 1 ]; then
     status=0
-    for pid in "${pids[@]}"; do
-        wait "$pid" || { code=$?; [ "$code" -gt "$status" ] && status=$code; }
-    done
+    stop_in_order "${services[@]}" "$triton_pid" || status=$?
     exit "$status"
 fi
-stop
-wait "${pids[@]}" 2>/dev/null || true
+stop_in_order "${services[@]}" "$triton_pid" || true
 exit "$status"

@@ -1,0 +1,152 @@
+{{/* Names: <release>-<chart> unless the release name already holds the chart's. */}}
+{{- define "triton-vllm.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "triton-vllm.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The Service of Triton's own endpoints (HTTP, gRPC, metrics). */}}
+{{- define "triton-vllm.tritonService" -}}
+{{- printf "%s-triton" (include "triton-vllm.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "triton-vllm.commonLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "triton-vllm.labels" -}}
+{{ include "triton-vllm.commonLabels" . }}
+app.kubernetes.io/name: {{ include "triton-vllm.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Selector of the Triton pods (component server) or the frontend pods (component frontend). */}}
+{{- define "triton-vllm.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "triton-vllm.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "triton-vllm.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "triton-vllm.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "triton-vllm.image" -}}
+{{- $img := .Values.image }}
+{{- if $img.digest }}
+{{- printf "%s@%s" $img.repository $img.digest }}
+{{- else }}
+{{- printf "%s:%s" $img.repository (default .Chart.AppVersion $img.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding the OpenAI API key, or nothing when the endpoint is open. */}}
+{{- define "triton-vllm.apiKeySecret" -}}
+{{- if .Values.openai.apiKey.existingSecret }}
+{{- .Values.openai.apiKey.existingSecret }}
+{{- else if .Values.openai.apiKey.generate }}
+{{- printf "%s-api-key" (include "triton-vllm.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "triton-vllm.apiKeyEnv" -}}
+{{- with include "triton-vllm.apiKeySecret" . }}
+- name: TRITON_OPENAI_API_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $.Values.openai.apiKey.secretKey }}
+{{- end }}
+{{- end }}
+
+{{/* The model names clients use: the sample model's, the values' models', or the PVC's listed ones. */}}
+{{- define "triton-vllm.modelNames" -}}
+{{- $names := list }}
+{{- if eq .Values.modelRepository.source "sample" }}
+{{- $names = list "vllm_model" }}
+{{- else if eq .Values.modelRepository.source "values" }}
+{{- range .Values.models }}{{ $names = append $names .name }}{{ end }}
+{{- else }}
+{{- $names = .Values.modelRepository.pvc.modelNames }}
+{{- end }}
+{{- toJson $names }}
+{{- end }}
+
+{{/* The claim of the shared model cache (none with perReplica: each pod has its own). */}}
+{{- define "triton-vllm.cacheClaim" -}}
+{{- if and .Values.modelCache.enabled (not .Values.modelCache.perReplica) }}
+{{- default (printf "%s-model-cache" (include "triton-vllm.fullname" .)) .Values.modelCache.existingClaim }}
+{{- end }}
+{{- end }}
+
+{{/* Where fetched models land: in the cache when there is one, else in an emptyDir. */}}
+{{- define "triton-vllm.fetchDir" -}}
+{{- if .Values.modelCache.enabled }}{{ .Values.modelCache.mountPath }}/models{{ else }}/model-store{{ end }}
+{{- end }}
+
+{{- define "triton-vllm.anyFetch" -}}
+{{- range .Values.models }}{{ if .fetch }}true{{ end }}{{ end }}
+{{- end }}
+
+{{/* The path the engine loads a model from. */}}
+{{- define "triton-vllm.modelSource" -}}
+{{- if .model.fetch }}
+{{- printf "%s/%s" (include "triton-vllm.fetchDir" .root) .model.name }}
+{{- else }}
+{{- .model.model }}
+{{- end }}
+{{- end }}
+
+{{/* Rules the schema cannot say. */}}
+{{- define "triton-vllm.validate" -}}
+{{- $v := .Values }}
+{{- if and $v.autoscaling.enabled $v.keda.enabled }}
+{{- fail "autoscaling.enabled and keda.enabled both scale the same pods: turn one off" }}
+{{- end }}
+{{- if and (eq $v.modelRepository.source "values") (not $v.models) }}
+{{- fail "modelRepository.source=values needs at least one entry in models" }}
+{{- end }}
+{{- if and (ne $v.modelRepository.source "values") $v.models }}
+{{- fail (printf "models are used only with modelRepository.source=values (it is %s)" $v.modelRepository.source) }}
+{{- end }}
+{{- if and (eq $v.modelRepository.source "pvc") (not $v.modelRepository.pvc.claimName) }}
+{{- fail "modelRepository.source=pvc needs modelRepository.pvc.claimName" }}
+{{- end }}
+{{- range $v.models }}
+{{- if and (not .fetch) (not .model) }}
+{{- fail (printf "models[%s] needs model (a Hugging Face id or a path) or fetch" .name) }}
+{{- end }}
+{{- if and .fetch (ne .fetch.source "hf") (not .fetch.image) }}
+{{- fail (printf "models[%s].fetch.source=%s needs fetch.image (an image with its CLI)" .name .fetch.source) }}
+{{- end }}
+{{- end }}
+{{- if and $v.multiNode.enabled (ne $v.modelRepository.source "values") }}
+{{- fail "multiNode.enabled needs modelRepository.source=values (the models' parallel sizes span the group)" }}
+{{- end }}
+{{- if and $v.multiNode.enabled $v.modelCache.perReplica }}
+{{- fail "multiNode.enabled cannot use modelCache.perReplica: use a shared (ReadWriteMany) cache" }}
+{{- end }}
+{{- if and $v.ingress.enabled (not $v.ingress.host) }}
+{{- fail "ingress.enabled needs ingress.host" }}
+{{- end }}
+{{- if and $v.httpRoute.enabled (not $v.httpRoute.parentRefs) }}
+{{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
+{{- end }}
+{{- end }}

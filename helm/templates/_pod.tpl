@@ -1,0 +1,280 @@
+{{/*
+The Triton pod: tritonserver + the OpenAI frontend (the image's entrypoint starts both).
+Called with (dict "root" $ "role" ROLE): role "server" for a Deployment/StatefulSet pod,
+"leader" or "worker" for a LeaderWorkerSet group's pods.
+*/}}
+{{- define "triton-vllm.serverPodSpec" -}}
+{{- $root := .root }}
+{{- $v := $root.Values }}
+{{- $role := .role }}
+{{- $models := fromJsonArray (include "triton-vllm.modelNames" $root) }}
+{{- with $v.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+serviceAccountName: {{ include "triton-vllm.serviceAccountName" $root }}
+automountServiceAccountToken: {{ $v.serviceAccount.automountToken }}
+securityContext:
+  {{- toYaml $v.podSecurityContext | nindent 2 }}
+terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds }}
+{{- with $v.runtimeClassName }}
+runtimeClassName: {{ . }}
+{{- end }}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if and (include "triton-vllm.anyFetch" $root) (ne $role "worker") }}
+initContainers:
+{{- range $v.models }}
+{{- if .fetch }}
+{{- $dest := printf "%s/%s" (include "triton-vllm.fetchDir" $root) .name }}
+  - name: fetch-{{ .name | lower | replace "_" "-" | trunc 50 | trimSuffix "-" }}
+    image: {{ default (include "triton-vllm.image" $root) .fetch.image }}
+    imagePullPolicy: {{ $v.image.pullPolicy }}
+    {{- if eq .fetch.source "hf" }}
+    command:
+      - python3
+      - -c
+      - |
+        import sys
+        from huggingface_hub import snapshot_download
+        snapshot_download(repo_id=sys.argv[1], local_dir=sys.argv[2])
+      - {{ .fetch.uri | quote }}
+      - {{ $dest | quote }}
+    {{- else if eq .fetch.source "s3" }}
+    command: [aws, s3, sync, {{ .fetch.uri | quote }}, {{ $dest | quote }}]
+    {{- else }}
+    command: [gcloud, storage, rsync, --recursive, {{ .fetch.uri | quote }}, {{ $dest | quote }}]
+    {{- end }}
+    env:
+      - name: HOME
+        value: /tmp
+      - name: HF_HOME
+        value: /tmp/huggingface
+      {{- if and (eq .fetch.source "gcs") .fetch.credentialsSecret }}
+      - name: CLOUDSDK_AUTH_CREDENTIAL_FILE_OVERRIDE
+        value: /var/run/secrets/model-fetch/{{ .fetch.credentialsKey | default "key.json" }}
+      {{- end }}
+    {{- with .fetch.credentialsSecret }}
+    envFrom:
+      - secretRef:
+          name: {{ . }}
+    {{- end }}
+    securityContext:
+      {{- toYaml $v.securityContext | nindent 6 }}
+    volumeMounts:
+      - name: tmp
+        mountPath: /tmp
+      {{- if $v.modelCache.enabled }}
+      - name: model-cache
+        mountPath: {{ $v.modelCache.mountPath }}
+      {{- else }}
+      - name: model-store
+        mountPath: /model-store
+      {{- end }}
+      {{- if and (eq .fetch.source "gcs") .fetch.credentialsSecret }}
+      - name: fetch-credentials-{{ .name | lower | replace "_" "-" | trunc 40 | trimSuffix "-" }}
+        mountPath: /var/run/secrets/model-fetch
+        readOnly: true
+      {{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+containers:
+  - name: {{ if eq $role "worker" }}ray-worker{{ else }}triton{{ end }}
+    image: {{ include "triton-vllm.image" $root }}
+    imagePullPolicy: {{ $v.image.pullPolicy }}
+    {{- if eq $role "leader" }}
+    command:
+      - bash
+      - -c
+      - |
+        # Ray's head, then wait for the group's workers before the engine starts.
+        ray start --head --port={{ $v.multiNode.rayPort }}
+        until python3 -c "import os, ray, sys; ray.init(address='auto', logging_level='error'); sys.exit(sum(n['Alive'] for n in ray.nodes()) < int(os.environ['LWS_GROUP_SIZE']))"; do
+          sleep 5
+        done
+        exec /opt/triton-vllm/entrypoint.sh "$@"
+      - entrypoint
+    {{- else if eq $role "worker" }}
+    command:
+      - bash
+      - -c
+      - exec ray start --address="${LWS_LEADER_ADDRESS}:{{ $v.multiNode.rayPort }}" --block
+    {{- end }}
+    {{- if ne $role "worker" }}
+    {{- $args := list }}
+    {{- if $v.server.engineHealthCheck }}
+    {{- $args = concat $args (list "--model-control-mode=explicit" "--load-model=*") }}
+    {{- end }}
+    {{- $args = concat $args $v.server.extraArgs }}
+    {{- with $args }}
+    args:
+      {{- toYaml . | nindent 6 }}
+    {{- end }}
+    ports:
+      - name: http
+        containerPort: 8000
+      - name: grpc
+        containerPort: 8001
+      - name: metrics
+        containerPort: 8002
+      - name: openai
+        containerPort: 9000
+      {{- if eq $role "leader" }}
+      - name: ray
+        containerPort: {{ $v.multiNode.rayPort }}
+      {{- end }}
+    {{- end }}
+    env:
+      {{- if eq $v.modelRepository.source "values" }}
+      - name: MODEL_REPOSITORY
+        value: /etc/triton-vllm/repository
+      {{- else if eq $v.modelRepository.source "pvc" }}
+      - name: MODEL_REPOSITORY
+        value: /models
+      {{- end }}
+      {{- if $v.server.engineHealthCheck }}
+      - name: ENABLE_VLLM_HEALTH_CHECK
+        value: "true"
+      {{- end }}
+      {{- if $v.modelCache.enabled }}
+      - name: HF_HOME
+        value: {{ $v.modelCache.mountPath }}/huggingface
+      {{- end }}
+      {{- with include "triton-vllm.apiKeyEnv" $root }}{{ . | trim | nindent 6 }}{{ end }}
+      {{- with $v.server.env }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+    {{- if ne $role "worker" }}
+    # Model load: the frontend is ready once Triton and its models are.
+    startupProbe:
+      httpGet:
+        path: /health/ready
+        port: openai
+      periodSeconds: {{ $v.probes.startup.periodSeconds }}
+      timeoutSeconds: 5
+      failureThreshold: {{ div (add $v.probes.startup.budgetSeconds $v.probes.startup.periodSeconds -1) $v.probes.startup.periodSeconds }}
+    # The frontend ready (Triton ready, a model listed) and each model ready in Triton
+    # (a model whose engine died is unloaded by the backend's health check).
+    readinessProbe:
+      exec:
+        command:
+          - python3
+          - -c
+          - "import sys, urllib.request as u; [u.urlopen(url, timeout={{ $v.probes.readiness.timeoutSeconds }}) for url in sys.argv[1:]]"
+          - http://127.0.0.1:9000/health/ready
+          {{- range $models }}
+          - http://127.0.0.1:8000/v2/models/{{ . }}/ready
+          {{- end }}
+      periodSeconds: {{ $v.probes.readiness.periodSeconds }}
+      timeoutSeconds: {{ $v.probes.readiness.timeoutSeconds }}
+      failureThreshold: {{ $v.probes.readiness.failureThreshold }}
+    # Triton's own liveness: answered by its HTTP threads however busy the engine is.
+    livenessProbe:
+      httpGet:
+        path: /v2/health/live
+        port: http
+      periodSeconds: {{ $v.probes.liveness.periodSeconds }}
+      timeoutSeconds: {{ $v.probes.liveness.timeoutSeconds }}
+      failureThreshold: {{ $v.probes.liveness.failureThreshold }}
+    {{- end }}
+    resources:
+      {{- $res := deepCopy $v.resources }}
+      {{- if gt (int $v.gpu.count) 0 }}
+      {{- $limits := default dict $res.limits }}
+      {{- $_ := set $limits $v.gpu.resourceName (int $v.gpu.count) }}
+      {{- $_ := set $res "limits" $limits }}
+      {{- $requests := default dict $res.requests }}
+      {{- $_ := set $requests $v.gpu.resourceName (int $v.gpu.count) }}
+      {{- $_ := set $res "requests" $requests }}
+      {{- end }}
+      {{- toYaml $res | nindent 6 }}
+    securityContext:
+      {{- toYaml $v.securityContext | nindent 6 }}
+    volumeMounts:
+      - name: tmp
+        mountPath: /tmp
+      - name: home
+        mountPath: /home/triton
+      - name: shm
+        mountPath: /dev/shm
+      {{- if eq $v.modelRepository.source "values" }}
+      - name: model-repository
+        mountPath: /etc/triton-vllm
+        readOnly: true
+      {{- else if eq $v.modelRepository.source "pvc" }}
+      - name: model-repository
+        mountPath: /models
+        readOnly: true
+        {{- with $v.modelRepository.pvc.subPath }}
+        subPath: {{ . }}
+        {{- end }}
+      {{- end }}
+      {{- if $v.modelCache.enabled }}
+      - name: model-cache
+        mountPath: {{ $v.modelCache.mountPath }}
+      {{- else if include "triton-vllm.anyFetch" $root }}
+      - name: model-store
+        mountPath: /model-store
+        readOnly: true
+      {{- end }}
+volumes:
+  - name: tmp
+    emptyDir: {}
+  - name: home
+    emptyDir: {}
+  - name: shm
+    emptyDir:
+      medium: Memory
+      sizeLimit: {{ $v.shm.sizeLimit }}
+  {{- if eq $v.modelRepository.source "values" }}
+  - name: model-repository
+    configMap:
+      name: {{ include "triton-vllm.fullname" $root }}-models
+      items:
+        {{- range $v.models }}
+        - key: {{ .name }}.config.pbtxt
+          path: repository/{{ .name }}/config.pbtxt
+        - key: {{ .name }}.model.json
+          path: repository/{{ .name }}/1/model.json
+        {{- end }}
+  {{- else if eq $v.modelRepository.source "pvc" }}
+  - name: model-repository
+    persistentVolumeClaim:
+      claimName: {{ $v.modelRepository.pvc.claimName }}
+      readOnly: true
+  {{- end }}
+  {{- with include "triton-vllm.cacheClaim" $root }}
+  - name: model-cache
+    persistentVolumeClaim:
+      claimName: {{ . }}
+  {{- end }}
+  {{- if and (include "triton-vllm.anyFetch" $root) (not $v.modelCache.enabled) }}
+  - name: model-store
+    emptyDir: {}
+  {{- end }}
+  {{- range $v.models }}
+  {{- if and .fetch (eq .fetch.source "gcs") .fetch.credentialsSecret }}
+  - name: fetch-credentials-{{ .name | lower | replace "_" "-" | trunc 40 | trimSuffix "-" }}
+    secret:
+      secretName: {{ .fetch.credentialsSecret }}
+  {{- end }}
+  {{- end }}
+{{- end }}

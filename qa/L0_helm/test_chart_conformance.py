@@ -1,0 +1,148 @@
+"""Chart-to-image conformance: the pods the chart renders, run from the real image.
+
+The chart is rendered by Helm's engine with the image under test, the frontend-only
+Deployment and a generated API key (values.yaml beside this file).  The Triton pod and a
+frontend pod then run with Docker exactly as rendered (command, args, env with the Secret
+resolved, ports, user, read-only root filesystem, dropped capabilities, emptyDir volumes,
+/dev/shm size, memory limit), on a network where each rendered Service is an alias of the
+pods it selects.  Every rendered probe runs as the kubelet runs it (httpGet, exec,
+tcpSocket, with its timeout, period and failure threshold); the startup probe must pass
+within its budget, then readiness and liveness must pass, liveness must hold while the
+engine is busy, and the `helm test` Pods must succeed against the Services.
+
+    TVB_IMAGE or TVB_IMAGE_TAG   the image to run (scripts/run_tests.sh builds
+                                 tritonserver-vllm:test in qa/L0_build_image first)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from qa.common.kubelet import Probe, docker
+
+from .release import Release, image_under_test, run_helm_tests, start_up, until
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    rel = Release(image_under_test(), tmp_path_factory.mktemp("pods"))
+    rel.start()
+    try:
+        start_up(rel)
+        yield rel
+    finally:
+        rel.stop()
+
+
+def test_startup_probe_passes_within_its_budget(release):
+    budget = release.probe(release.server, "startupProbe").budget
+    assert release.startup_seconds is not None and release.startup_seconds < budget
+
+
+@pytest.mark.parametrize("kind", ["readinessProbe", "livenessProbe"])
+def test_triton_pod_probes_pass_once_the_model_is_up(release, kind):
+    probe = release.probe(release.server, kind)
+    ok, why, took = probe.timed_check()
+    assert ok, f"{kind}: {why}\n{release.logs()}"
+    assert took < probe.timeout
+
+
+@pytest.mark.parametrize("kind", ["readinessProbe", "livenessProbe"])
+def test_frontend_pod_probes_pass(release, kind):
+    probe = release.probe(release.frontend, kind)
+    # Ready once its catalog sees Triton's model (it polls Triton; one period allowed).
+    ok, why = until(probe, probe.budget)
+    assert ok, f"{kind}: {why}\n{release.logs()}"
+
+
+def test_readiness_probe_fails_for_a_model_that_is_not_there(release):
+    """The exec probe really checks the URLs it is given (no probe that cannot fail)."""
+    spec = json.loads(json.dumps(release.server.container["readinessProbe"]))
+    spec["exec"]["command"][-1] = "http://127.0.0.1:8000/v2/models/no_such_model/ready"
+    ok, _ = Probe(release.server, spec).check()
+    assert not ok
+
+
+def test_helm_test_pods_pass_against_the_services(release):
+    run_helm_tests(release)
+
+
+def test_openai_service_requires_the_generated_key(release):
+    url = f"http://127.0.0.1:{release.frontend.port_of('openai')}/v1/models"
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(url, timeout=10)
+    assert err.value.code == 401
+
+
+def test_liveness_holds_while_the_engine_is_busy(release):
+    """Liveness must not restart a pod that is only busy: run it, with its own timeout,
+    while 16 long generations keep the engine's cores occupied."""
+    from triton_openai.cli import API_KEY_ENV
+
+    env = {e["name"]: e for e in release.frontend.container["env"]}
+    key = release.frontend._secret_value(env[API_KEY_ENV]["valueFrom"]["secretKeyRef"])
+    url = f"http://127.0.0.1:{release.frontend.port_of('openai')}/v1/completions"
+    body = json.dumps({"model": "vllm_model", "prompt": "Hello", "max_tokens": 2000,
+                       "ignore_eos": True}).encode()
+
+    def generate():
+        req = urllib.request.Request(url, data=body, headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(req, timeout=300) as resp:
+            return json.load(resp)["usage"]["completion_tokens"]
+
+    live = release.probe(release.server, "livenessProbe")
+    metrics = f"http://127.0.0.1:{release.server.port_of('metrics')}/metrics"
+    def running() -> float:
+        text = urllib.request.urlopen(metrics, timeout=10).read().decode()
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith("vllm:num_requests_running{"))
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        futures = [pool.submit(generate) for _ in range(16)]
+        deadline = time.monotonic() + 30
+        while running() < 8 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        busy = running()
+        results = [live.timed_check() for _ in range(3)]
+        busy = min(busy, running())
+        tokens = [f.result() for f in futures]
+    assert all(t == 2000 for t in tokens)
+    assert busy >= 8, f"the engine was not busy ({busy} requests running)"
+    for ok, why, took in results:
+        assert ok and took < live.timeout, f"liveness {why} in {took:.1f} s while busy"
+
+
+def test_readiness_fails_when_the_engine_dies(release):
+    """Last (it breaks the pod): kill vLLM's engine process; the next request finds it
+    dead, the backend's health check unloads the model, and the readiness probe fails
+    within its budget, while liveness (Triton itself) still passes: the pod leaves the
+    Service instead of being restarted mid-flight by liveness."""
+    killed = docker("exec", release.server.cid, "python3", "-c",
+                    "import os, signal\n"
+                    "for p in set(filter(str.isdigit, os.listdir('/proc'))) - {str(os.getpid())}:\n"
+                    "    try: cmd = open(f'/proc/{p}/cmdline', 'rb').read()\n"
+                    "    except OSError: continue\n"
+                    "    if b'EngineCore' in cmd: os.kill(int(p), signal.SIGKILL); print(p)\n")
+    assert killed.stdout.split(), "no EngineCore process found in the Triton pod"
+    http = f"http://127.0.0.1:{release.server.port_of('http')}"
+    body = json.dumps({"text_input": "Hello", "parameters": {"max_tokens": 2}}).encode()
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(urllib.request.Request(
+            f"{http}/v2/models/vllm_model/generate", data=body), timeout=60)
+    ready = release.probe(release.server, "readinessProbe")
+    deadline = time.monotonic() + ready.budget
+    while ready.check()[0]:
+        assert time.monotonic() < deadline, \
+            f"still ready {ready.budget} s after the engine died\n{release.logs()}"
+        time.sleep(1)
+    ok, why = release.probe(release.server, "livenessProbe").check()
+    assert ok, f"liveness failed after the engine died: {why}"

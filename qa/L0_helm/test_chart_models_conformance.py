@@ -1,0 +1,50 @@
+"""Chart-to-image conformance of a model repository made from values: the chart's
+ConfigMap (each model's config.pbtxt and model.json, laid out by the kubelet's item paths)
+is the repository the real image serves, its discovery parameters agree with model.json
+(the backend refuses the model otherwise), and the `helm test` Pods pass through the Triton
+pod's own frontend.  See release.py for the runner."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from .release import HERE, Release, image_under_test, run_helm_tests, start_up
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    rel = Release(image_under_test(), tmp_path_factory.mktemp("pods"), HERE / "values-models.yaml")
+    rel.start()
+    try:
+        start_up(rel)
+        yield rel
+    finally:
+        rel.stop()
+
+
+@pytest.mark.parametrize("kind", ["readinessProbe", "livenessProbe"])
+def test_probes_pass_with_the_values_model(release, kind):
+    probe = release.probe(release.server, kind)
+    ok, why = probe.check()
+    assert ok, f"{kind}: {why}\n{release.logs()}"
+    # Readiness checks the values' model by name.
+    if kind == "readinessProbe":
+        assert "http://127.0.0.1:8000/v2/models/tiny/ready" in probe.spec["exec"]["command"]
+
+
+def test_model_config_is_the_values(release):
+    url = f"http://127.0.0.1:{release.server.port_of('http')}/v2/models/tiny/config"
+    config = json.load(urllib.request.urlopen(url, timeout=10))
+    params = {k: v["string_value"] for k, v in config["parameters"].items()}
+    assert params["vllm_model"] == "/opt/models/tiny-llama"
+    assert params["vllm_max_model_len"] == "1024"
+    assert params["REPORT_CUSTOM_METRICS"] == "true"
+
+
+def test_helm_test_pods_pass(release):
+    run_helm_tests(release)

@@ -1,0 +1,48 @@
+"""The frontend run on its own against a Triton elsewhere, which goes away mid-stream:
+the streams end with an error event, and the frontend's readiness turns false."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import httpx
+import pytest
+
+from qa.common import TritonServer
+from qa.L0_openai.frontend_process import FrontendProcess
+
+from .measure import MODEL, write_repository
+from .streams import get_status, stream_chat
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(bool(os.environ.get("TVB_IMAGE")),
+                       reason="starts the frontend on this host (the first pass)"),
+]
+
+
+def test_triton_going_away_mid_stream_ends_streams_with_an_error(tmp_path, tiny_model):
+    repo = write_repository(tmp_path, tiny_model, engine_args={"max_model_len": 2048})
+    with TritonServer(repo, server_args=["--exit-timeout-secs=1"]) as triton:
+        with FrontendProcess(f"http://127.0.0.1:{triton.http_port}", timeout=300) as fe:
+            async def run():
+                async with httpx.AsyncClient(timeout=120) as client:
+                    firsts = [asyncio.Event() for _ in range(4)]
+                    tasks = [asyncio.ensure_future(stream_chat(client, fe.url, MODEL, 2000, f))
+                             for f in firsts]
+                    await asyncio.wait_for(asyncio.gather(*(f.wait() for f in firsts)), 120)
+                    t0 = time.monotonic()
+                    await asyncio.to_thread(triton.stop)
+                    results = await asyncio.gather(*tasks)
+                    return results, time.monotonic() - t0
+
+            results, took = asyncio.run(run())
+            kinds = [r.kind() for r in results]
+            print(f"\nTriton stopped under 4 streams: {took:.1f} s; streams: {kinds}")
+            assert all(r.told for r in results), kinds
+            assert all(r.done for r in results), "an error event, then [DONE]"
+            status, body = get_status(fe.url + "/health/ready")
+            assert status == 503 and "Triton" in body["status"], body
+            assert get_status(fe.url + "/health/live")[0] == 200

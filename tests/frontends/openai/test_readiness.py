@@ -1,0 +1,60 @@
+"""/health/ready waits for what a first request needs; /health/live looks at nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from openai_fakes import FakeTriton
+
+
+def _wait_status(c, path, status, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r = c.get(path)
+        if r.status_code == status:
+            return r
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never answered {status}: {r.status_code} {r.text}")
+
+
+def test_ready_only_once_every_models_tokenizer_is_loaded(make_client, monkeypatch):
+    from triton_openai.health import warmup
+
+    release = threading.Event()
+    loaded = []
+
+    def slow_load(self, model):
+        release.wait(5)
+        loaded.append(model.id)
+
+    monkeypatch.setattr(warmup.Warmup, "_load", slow_load)
+    c = make_client()
+    r = c.get("/health/ready")
+    assert r.status_code == 503 and r.json()["status"].startswith("loading the tokenizer of")
+    assert c.get("/health/live").status_code == 200
+    release.set()
+    _wait_status(c, "/health/ready", 200)
+    assert sorted(loaded) == ["embed", "llm"]
+
+
+def test_a_failed_warm_up_does_not_hold_readiness_back(make_client, monkeypatch):
+    from triton_openai.health import warmup
+
+    def broken(self, model):
+        raise OSError("tokenizer.json is unreadable")
+
+    monkeypatch.setattr(warmup.Warmup, "_load", broken)
+    c = make_client()
+    _wait_status(c, "/health/ready", 200)
+
+
+def test_readiness_follows_triton_going_away_and_coming_back(make_client):
+    fake = FakeTriton()
+    c = make_client(fake=fake)
+    _wait_status(c, "/health/ready", 200)
+    fake.ready = False
+    assert c.get("/health/ready").json() == {"status": "Triton server is not ready"}
+    assert c.get("/health/live").status_code == 200
+    fake.ready = True
+    _wait_status(c, "/health/ready", 200)

@@ -1,0 +1,393 @@
+"""The Helm chart rendered by Helm's own engine: lint, Kubernetes schemas, golden
+manifests, values rejected by the schema, and agreement with the image and backend.
+
+    TVB_UPDATE_GOLDEN=1 scripts/run_tests.sh tests/helm   # regenerate golden/ (review the diff)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from qa.common import chart
+
+HERE = Path(__file__).parent
+# Values files kept with the chart (chart-testing's ci/ convention).
+FIXTURES = sorted((chart.CHART / "ci").glob("*-values.yaml"))
+GOLDEN = HERE / "golden"
+UPDATE_GOLDEN = os.environ.get("TVB_UPDATE_GOLDEN") == "1"
+# A current Kubernetes release, as kubernetes-validate ships its schemas.
+KUBERNETES = "1.37.0"
+# Custom resources: kubernetes-validate has no schemas for them; their apiVersion is
+# checked here and their fields by the tests below.
+CUSTOM_KINDS = {
+    "HTTPRoute": "gateway.networking.k8s.io/v1",
+    "ServiceMonitor": "monitoring.coreos.com/v1",
+    "PodMonitor": "monitoring.coreos.com/v1",
+    "ScaledObject": "keda.sh/v1alpha1",
+    "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1",
+}
+
+
+def fixture_id(path: Path) -> str:
+    return path.name.removesuffix("-values.yaml")
+
+
+def rendered(name: str, **values) -> list[dict]:
+    return chart.render([chart.CHART / "ci" / f"{name}-values.yaml"], values or None)
+
+
+def pod_spec(manifests: list[dict]) -> dict:
+    workload = next(m for m in manifests if m["kind"] in ("Deployment", "StatefulSet")
+                    and m["metadata"]["labels"]["app.kubernetes.io/component"] == "server")
+    return workload["spec"]["template"]["spec"]
+
+
+def container(spec: dict, name: str = "triton") -> dict:
+    return next(c for c in spec["containers"] if c["name"] == name)
+
+
+# ------------------------------------------------------------------ lint, schemas
+def test_lint_strict_finds_nothing():
+    import helm_python
+
+    report = helm_python.lint(str(chart.CHART), strict=True)
+    findings = [m for m in report["messages"] if m["severity"] >= 2]  # warnings, errors
+    assert not findings and not report["errors"], report
+
+
+def test_fixtures_cover_the_workload_variants():
+    assert {fixture_id(p) for p in FIXTURES} >= {"default", "gpu-tp", "pvc-cache", "frontend-only",
+                                           "keda", "multi-node"}
+
+
+@pytest.mark.parametrize("values_file", FIXTURES, ids=fixture_id)
+def test_every_manifest_is_valid_kubernetes(values_file):
+    import kubernetes_validate
+
+    for manifest in chart.render([values_file]):
+        kind = manifest["kind"]
+        if kind in CUSTOM_KINDS:
+            assert manifest["apiVersion"] == CUSTOM_KINDS[kind], kind
+            continue
+        try:
+            kubernetes_validate.validate(manifest, KUBERNETES, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            pytest.fail(f"{kind} {manifest['metadata']['name']}: {err.message} "
+                        f"at {'/'.join(map(str, err.path))}")
+
+
+def _stable(manifests: list[dict]) -> list[dict]:
+    """Random parts (a generated API key) masked, so that a render is reproducible."""
+    for m in manifests:
+        if m["kind"] == "Secret" and m["metadata"]["name"].endswith("-api-key"):
+            m["data"] = {k: "<random>" for k in m["data"]}
+    return manifests
+
+
+@pytest.mark.parametrize("values_file", FIXTURES, ids=fixture_id)
+def test_golden_manifests(values_file):
+    text = yaml.safe_dump_all(_stable(chart.render([values_file])), sort_keys=False, width=100)
+    text += "# NOTES.txt\n" + "".join(f"# {line}\n" for line in
+                                       chart.notes([values_file]).strip().splitlines())
+    golden = GOLDEN / f"{fixture_id(values_file)}.yaml"
+    if UPDATE_GOLDEN:
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(text)
+    assert golden.exists(), f"no {golden}: TVB_UPDATE_GOLDEN=1 scripts/run_tests.sh tests/helm"
+    assert text == golden.read_text(), (
+        f"{values_file.name} renders differently from {golden.name}; if intended, "
+        "TVB_UPDATE_GOLDEN=1 scripts/run_tests.sh tests/helm and review the diff")
+
+
+def test_only_the_image_needs_setting():
+    """`--set image.repository=... --set image.tag=...` alone gives the sample model."""
+    manifests = chart.render(values={"image": {"repository": "r.example/tv", "tag": "t1"}})
+    spec = pod_spec(manifests)
+    assert container(spec)["image"] == "r.example/tv:t1"
+    assert [m["kind"] for m in manifests if not chart.hooks([m])] == [
+        "Deployment", "Service", "Service", "ServiceAccount"]
+
+
+# -------------------------------------------------------------- rejected values
+REJECTED = [
+    ({"replicas": 2}, "additional properties 'replicas' not allowed"),
+    ({"image": {"tagg": "x"}}, "at '/image': additional properties 'tagg' not allowed"),
+    ({"replicaCount": "2"}, "at '/replicaCount': got string, want integer"),
+    ({"gpu": {"count": -1}}, "at '/gpu/count': minimum: got -1, want 0"),
+    ({"modelRepository": {"source": "s3"}}, "at '/modelRepository/source'"),
+    ({"models": [{"name": "m", "modle": "x"}]}, "at '/models/0': additional properties 'modle'"),
+    ({"image": {"digest": "1234"}}, "at '/image/digest'"),
+    ({"shm": {"sizeLimit": "lots"}}, "at '/shm/sizeLimit'"),
+    ({"keda": {"kvCacheUsageThreshold": "80"}}, "at '/keda/kvCacheUsageThreshold'"),
+    ({"server": {"extraArgs": ["log-verbose=1"]}}, "at '/server/extraArgs/0'"),
+    ({"probes": {"startup": {"budgetSeconds": "10m"}}},
+     "at '/probes/startup/budgetSeconds': got string, want integer"),
+]
+
+
+@pytest.mark.parametrize(("values", "message"), REJECTED, ids=[str(v) for v, _ in REJECTED])
+def test_schema_rejects_bad_values(values, message):
+    with pytest.raises(chart.ChartError) as err:
+        chart.render(values=values)
+    assert message in str(err.value)
+
+
+# Rules across values that the schema cannot state: the chart fails with one line.
+FAILED = [
+    ({"autoscaling": {"enabled": True}, "keda": {"enabled": True}},
+     "autoscaling.enabled and keda.enabled both scale the same pods"),
+    ({"modelRepository": {"source": "values"}}, "needs at least one entry in models"),
+    ({"models": [{"name": "m", "model": "x"}]}, "models are used only with modelRepository"),
+    ({"modelRepository": {"source": "pvc"}}, "needs modelRepository.pvc.claimName"),
+    ({"modelRepository": {"source": "values"}, "models": [{"name": "m"}]},
+     "models[m] needs model"),
+    ({"modelRepository": {"source": "values"},
+      "models": [{"name": "m", "fetch": {"source": "s3", "uri": "s3://b/m"}}]},
+     "fetch.source=s3 needs fetch.image"),
+    ({"multiNode": {"enabled": True}}, "multiNode.enabled needs modelRepository.source=values"),
+    ({"ingress": {"enabled": True}}, "ingress.enabled needs ingress.host"),
+    ({"httpRoute": {"enabled": True}}, "httpRoute.enabled needs httpRoute.parentRefs"),
+]
+
+
+@pytest.mark.parametrize(("values", "message"), FAILED, ids=[m for _, m in FAILED])
+def test_chart_refuses_contradictions(values, message):
+    with pytest.raises(chart.ChartError) as err:
+        chart.render(values=values)
+    assert message in str(err.value)
+
+
+# ---------------------------------------------------------------- pod contract
+def test_pod_runs_non_root_read_only_with_memory_shm():
+    spec = pod_spec(rendered("default"))
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] == 1000
+    triton = container(spec)
+    ctx = triton["securityContext"]
+    assert ctx["readOnlyRootFilesystem"] is True and ctx["capabilities"]["drop"] == ["ALL"]
+    assert ctx["allowPrivilegeEscalation"] is False
+    mounts = {m["mountPath"]: m["name"] for m in triton["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    # Where the server writes with a read-only root (torch's compile cache, the Python
+    # backend's environments, vLLM's caches under $HOME).
+    for path in ("/tmp", "/home/triton"):
+        assert "emptyDir" in volumes[mounts[path]], path
+    assert volumes[mounts["/dev/shm"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Gi"}
+
+
+def test_ports_agree_with_the_image():
+    from tritonbuild.ports import PORTS
+
+    ports = {p["name"]: p["containerPort"] for p in container(pod_spec(rendered("default")))["ports"]}
+    assert ports == {name: PORTS[name] for name in ("http", "grpc", "metrics", "openai")}
+
+
+def test_app_version_is_build_py_default_cpu_tag():
+    from tritonbuild import pins
+
+    meta = yaml.safe_load((chart.CHART / "Chart.yaml").read_text())
+    assert meta["appVersion"] == f"{pins.get('triton.upstream_container_version')}-cpu"
+
+
+def test_probes_have_their_roles():
+    spec = pod_spec(rendered("default"))
+    triton = container(spec)
+    startup, ready, live = (triton[k] for k in ("startupProbe", "readinessProbe", "livenessProbe"))
+    # Model load: the startup budget is what the pod gets, then it is restarted.
+    assert startup["httpGet"] == {"path": "/health/ready", "port": "openai"}
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
+    # Ready: the frontend and every model.
+    urls = ready["exec"]["command"][3:]
+    assert urls == ["http://127.0.0.1:9000/health/ready",
+                    "http://127.0.0.1:8000/v2/models/vllm_model/ready"]
+    # Alive: Triton's own liveness, not a generation (which a busy engine delays).
+    assert live["httpGet"] == {"path": "/v2/health/live", "port": "http"}
+    assert live["timeoutSeconds"] * live["failureThreshold"] >= 30
+
+
+def test_startup_budget_rounds_up_to_whole_periods():
+    triton = container(pod_spec(chart.render(values={"probes": {"startup": {
+        "budgetSeconds": 95, "periodSeconds": 10}}})))
+    assert triton["startupProbe"]["failureThreshold"] == 10
+
+
+def test_gpu_count_reaches_requests_and_limits():
+    triton = container(pod_spec(rendered("gpu-tp")))
+    assert triton["resources"]["limits"]["nvidia.com/gpu"] == 2
+    assert triton["resources"]["requests"]["nvidia.com/gpu"] == 2
+    assert triton["resources"]["requests"]["cpu"] == "8"
+
+
+def test_every_pod_gets_the_pull_secrets():
+    manifests = rendered("gpu-tp")
+    pods = [pod_spec(manifests)] + [h["spec"] for h in chart.hooks(manifests)]
+    assert all(p["imagePullSecrets"] == [{"name": "regcred"}] for p in pods)
+
+
+def _model_repository(manifests: list[dict]) -> dict[str, tuple[str, dict]]:
+    data = chart.find(manifests, "ConfigMap")["data"]
+    names = {k.rsplit(".", 2)[0] for k in data}
+    return {n: (data[f"{n}.config.pbtxt"], json.loads(data[f"{n}.model.json"])) for n in names}
+
+
+@pytest.mark.parametrize("fixture", ["gpu-tp", "pvc-cache", "multi-node"])
+def test_config_parameters_agree_with_model_json(fixture):
+    """The backend refuses a config.pbtxt whose discovery parameters disagree with
+    model.json: the chart writes both from one value."""
+    from triton_vllm_backend import engine_config
+
+    for name, (pbtxt, model_json) in _model_repository(rendered(fixture)).items():
+        params = dict(re.findall(r'key: "(\w+)" value: \{ string_value: "([^"]*)" \}', pbtxt))
+        engine_config.check_published(params, model_json)
+        assert {k: params[k] for k in engine_config.PUBLISHED if k in params} == \
+            engine_config.published_parameters(model_json), name
+
+
+def test_tensor_parallel_and_engine_args_reach_model_json():
+    repo = _model_repository(rendered("gpu-tp"))
+    _, model_json = repo["llama"]
+    assert model_json["tensor_parallel_size"] == 2
+    assert model_json["gpu_memory_utilization"] == 0.9
+    assert model_json["max_model_len"] == 8192
+    assert model_json["disable_log_stats"] is False  # the vllm: metrics need the stats
+
+
+def test_model_files_are_mounted_as_a_triton_repository():
+    manifests = rendered("gpu-tp")
+    spec = pod_spec(manifests)
+    volume = next(v for v in spec["volumes"] if v["name"] == "model-repository")
+    assert volume["configMap"]["items"] == [
+        {"key": "llama.config.pbtxt", "path": "repository/llama/config.pbtxt"},
+        {"key": "llama.model.json", "path": "repository/llama/1/model.json"}]
+    env = {e["name"]: e.get("value") for e in container(spec)["env"]}
+    assert env["MODEL_REPOSITORY"] == "/etc/triton-vllm/repository"
+    assert env["HF_HOME"] == "/cache/huggingface"
+
+
+def test_fetched_models_come_from_init_containers_with_secret_credentials():
+    manifests = rendered("pvc-cache")
+    workload = chart.find(manifests, "StatefulSet")
+    spec = workload["spec"]["template"]["spec"]
+    s3, hf = spec["initContainers"]
+    assert s3["command"] == ["aws", "s3", "sync", "s3://models/mistral-7b-instruct",
+                             "/cache/models/mistral"]
+    assert s3["envFrom"] == [{"secretRef": {"name": "s3-credentials"}}]
+    assert hf["command"][-2:] == ["sentence-transformers/all-MiniLM-L6-v2", "/cache/models/minilm"]
+    # One claim per pod, from the StatefulSet's template, and its headless Service.
+    assert workload["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "model-cache"
+    headless = chart.find(manifests, "Service", workload["spec"]["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
+    _, model_json = _model_repository(manifests)["minilm"]
+    assert model_json == {"model": "/cache/models/minilm", "disable_log_stats": False,
+                          "runner": "pooling", "tensor_parallel_size": 1,
+                          "pipeline_parallel_size": 1}
+
+
+def test_api_key_reaches_the_frontend_by_reference():
+    from triton_openai.cli import API_KEY_ENV
+
+    manifests = rendered("frontend-only")
+    secret = chart.find(manifests, "Secret")
+    key = base64.b64decode(secret["data"]["api-key"]).decode()
+    assert len(key) == 40
+    frontend = chart.find(manifests, "Deployment", "llm-triton-vllm-frontend")
+    for spec in (pod_spec(manifests), frontend["spec"]["template"]["spec"]):
+        env = {e["name"]: e for e in spec["containers"][0]["env"]}
+        assert env[API_KEY_ENV]["valueFrom"]["secretKeyRef"] == {
+            "name": secret["metadata"]["name"], "key": "api-key"}
+
+
+def test_frontend_only_pods_serve_the_openai_service():
+    manifests = rendered("frontend-only")
+    service = chart.find(manifests, "Service", "llm-triton-vllm")
+    assert service["spec"]["selector"]["app.kubernetes.io/component"] == "frontend"
+    frontend = chart.find(manifests, "Deployment", "llm-triton-vllm-frontend")
+    args = frontend["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:3] == ["triton-openai", "--triton-url=http://llm-triton-vllm-triton:8000",
+                        "--triton-metrics-url=http://llm-triton-vllm-triton:8002/metrics"]
+    assert frontend["spec"]["replicas"] == 3
+
+
+# ------------------------------------------------------------------ autoscaling
+def _backend_gauges() -> set[str]:
+    source = (chart.REPO_ROOT / "backends/vllm/triton_vllm_backend/metrics.py").read_text()
+    return set(re.findall(r'"gauge", "(vllm:[a-z_]+)"', source))
+
+
+def test_autoscalers_read_gauges_the_backend_exports():
+    gauges = _backend_gauges()
+    assert gauges == {"vllm:num_requests_running", "vllm:num_requests_waiting",
+                      "vllm:kv_cache_usage_perc"}
+    keda = chart.find(rendered("keda"), "ScaledObject")
+    queried = {re.match(r"sum\((vllm:\w+)\{", t["metadata"]["query"]).group(1)
+               for t in keda["spec"]["triggers"]}
+    assert queried and queried <= gauges
+    hpa = chart.find(rendered("frontend-only"), "HorizontalPodAutoscaler")
+    # prometheus-adapter's usual rule serves vllm:X as vllm_X.
+    names = {m["pods"]["metric"]["name"] for m in hpa["spec"]["metrics"]}
+    assert names <= {g.replace(":", "_") for g in gauges}
+    assert hpa["apiVersion"] == "autoscaling/v2"
+
+
+def test_autoscaler_owns_the_replica_count():
+    for fixture, kind in (("frontend-only", "HorizontalPodAutoscaler"), ("keda", "ScaledObject")):
+        manifests = rendered(fixture)
+        deployment = chart.find(manifests, "Deployment", "llm-triton-vllm")
+        assert "replicas" not in deployment["spec"], fixture
+        target = chart.find(manifests, kind)["spec"]["scaleTargetRef"]
+        assert (target["kind"], target["name"]) == ("Deployment", "llm-triton-vllm")
+
+
+def test_monitors_select_the_metrics_port():
+    manifests = rendered("keda")
+    monitor = chart.find(manifests, "ServiceMonitor")
+    service = chart.find(manifests, "Service", "llm-triton-vllm-triton")
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    # Only Triton's Service, not the OpenAI one (it would scrape the same pods twice).
+    openai = chart.find(manifests, "Service", "llm-triton-vllm")
+    assert not selector.items() <= openai["metadata"]["labels"].items()
+
+
+# ------------------------------------------------------------------ multi-node
+def test_multi_node_renders_a_leader_worker_set_over_ray():
+    manifests = rendered("multi-node")
+    lws = chart.find(manifests, "LeaderWorkerSet")
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 2
+    assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
+    leader = template["leaderTemplate"]["spec"]["containers"][0]
+    worker = template["workerTemplate"]["spec"]["containers"][0]
+    assert "ray start --head --port=6379" in leader["command"][2]
+    assert "exec /opt/triton-vllm/entrypoint.sh" in leader["command"][2]
+    assert 'ray start --address="${LWS_LEADER_ADDRESS}:6379" --block' in worker["command"][2]
+    assert "startupProbe" in leader and "readinessProbe" not in worker
+    for c in (leader, worker):
+        assert c["resources"]["limits"]["nvidia.com/gpu"] == 8
+    _, model_json = _model_repository(manifests)["llama-405b"]
+    assert model_json["distributed_executor_backend"] == "ray"
+    assert (model_json["tensor_parallel_size"], model_json["pipeline_parallel_size"]) == (8, 2)
+    # Only leaders serve: the Services select them.
+    for service in (m for m in manifests if m["kind"] == "Service"):
+        assert service["spec"]["selector"]["role"] == "leader"
+
+
+# ---------------------------------------------------------------------- helm test
+def test_helm_test_hooks_call_models_completion_and_streaming_chat():
+    manifests = rendered("frontend-only")
+    tests = chart.hooks(manifests)
+    assert [t["metadata"]["name"].rsplit("-test-", 1)[1] for t in tests] == [
+        "chat-stream", "completion", "models"]
+    for pod in tests:
+        c = pod["spec"]["containers"][0]
+        assert c["args"][1:] == ["http://llm-triton-vllm:9000", c["name"], "vllm_model"]
+        assert pod["spec"]["restartPolicy"] == "Never"
+        assert c["env"][0]["name"] == "OPENAI_API_KEY"
