@@ -26,6 +26,11 @@ need_apt=()
 [ -x /usr/sbin/dockerd ] || need_apt+=(docker.io)
 [ -x /usr/sbin/debootstrap ] || need_apt+=(debootstrap)
 [ -e /usr/lib/x86_64-linux-gnu/libnuma.so.1 ] || need_apt+=(libnuma1)
+# Publishing and its tests: a real registry on loopback, skopeo to read and copy remote
+# manifests, htpasswd for the registry's password file.
+[ -x /usr/bin/docker-registry ] || need_apt+=(docker-registry)
+[ -x /usr/bin/skopeo ] || need_apt+=(skopeo)
+[ -x /usr/bin/htpasswd ] || need_apt+=(apache2-utils)
 if [ ${#need_apt[@]} -gt 0 ]; then
     log "apt-get install ${need_apt[*]}"
     apt-get update -qq >&2

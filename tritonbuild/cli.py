@@ -1,14 +1,20 @@
 """build.py's orchestrator: flags -> plan -> rendered files -> build directory -> engine."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from . import sbom
 from .context import check_sources, write_build_dir
 from .engine import DockerCli, Engine
 from .errors import EngineError, TritonBuildError
 from .flags import parse_flags
 from .hostenv import HostFacts, discover
+from .publish import DockerSkopeo, Registry, publish
+from .release import ReleaseFacts, ReleasePlan, discover_release_facts, make_release_plan
 from .render import render
 from .validate import make_plan
 
@@ -28,12 +34,52 @@ def _check_local_images(plan, engine: Engine) -> None:
                               f"{image} makes it")
 
 
+class QaFailedError(TritonBuildError):
+    exit_code = 3
+
+
+def run_qa(image: str, suites: Sequence[str], out_dir: Path) -> int:
+    """`python -m qa IMAGE --suites ... --out DIR` with the test environment's Python
+    (pytest and the clients live there, not necessarily beside build.py's Jinja2)."""
+    venv_python = Path(os.environ.get("TVB_VENV", "/nonexistent"), "bin", "python")
+    python = str(venv_python) if venv_python.exists() else sys.executable
+    return subprocess.call([python, "-m", "qa", image, "--suites", ",".join(suites),
+                            "--out", str(out_dir)], cwd=Path(__file__).resolve().parent.parent)
+
+
+def _qa_then_publish(image: str, release: ReleasePlan, root: Path, quiet: bool, *,
+                     qa: Callable[[str, Sequence[str], Path], int], registry: Registry | None,
+                     make_sbom: Callable[[str], dict]) -> None:
+    """After the build, in this order: QA, then publishing only if QA passed."""
+    say = (lambda m: None) if quiet else _say
+    if release.qa_suites.value:
+        out = root / "qa"
+        _say(f"QA: {', '.join(release.qa_suites.value)} against {image}")
+        if qa(image, release.qa_suites.value, out) != 0:
+            raise QaFailedError(f"QA failed (summary: {out / 'summary.html'})"
+                                + ("; nothing was pushed" if release.push.value else ""))
+        _say(f"QA passed: {out / 'summary.html'}")
+    if release.push.value is not None:
+        say(f"reading the SBOM of {image}")
+        done = publish(image, release.push.value, release.tags.value,
+                       registry or DockerSkopeo(), root, say=say,
+                       sbom=sbom.dumps(make_sbom(image)))
+        _say(f"published {done.target.at(done.digest)} as {', '.join(done.tags)}")
+
+
 def main(argv: Sequence[str] | None = None, *, host: HostFacts | None = None,
-         engine: Engine | None = None) -> int:
+         engine: Engine | None = None, release_facts: ReleaseFacts | None = None,
+         qa: Callable[[str, Sequence[str], Path], int] = run_qa,
+         registry: Registry | None = None,
+         make_sbom: Callable[[str], dict] = sbom.image_sbom) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         flags = parse_flags(argv)
-        plan = make_plan(flags, host or discover())
+        host = host or discover()
+        plan = make_plan(flags, host)
+        release = make_release_plan(flags, release_facts or discover_release_facts(host.repo_root),
+                                    release=plan.container_version.value,
+                                    flavor=plan.flavor.value)
         quiet = plan.progress.value == "quiet"
         for note in plan.notes:
             if not quiet:
@@ -56,6 +102,9 @@ def main(argv: Sequence[str] | None = None, *, host: HostFacts | None = None,
         engine.run(command)
         if not quiet:
             _say(f"built {plan.tag.value}")
+        (root / "release.json").write_text(release.to_json())
+        _qa_then_publish(plan.tag.value, release, root, quiet, qa=qa,
+                         registry=registry, make_sbom=make_sbom)
         return 0
     except TritonBuildError as e:
         _say(f"error: {e}")

@@ -62,6 +62,14 @@ def make_parser() -> argparse.ArgumentParser:
         help="local wheels for pip (air-gapped builds, torch +cpu); 'none' for none")
     add("--no-cache", action="store_true", help="build without the engine's layer cache")
     add("--vllm-version", metavar="VERSION", help="vLLM version to install")
+    # After the build (tritonbuild/release.py): QA, then publishing.
+    add("--qa", nargs="?", const="all", metavar="SUITES",
+        help="run QA suites against the built image (comma-separated; default all); "
+             "a failure stops before --push")
+    add("--push", metavar="REGISTRY/REPO",
+        help="publish the image there under NGC-style tags (credentials: docker login)")
+    add("--release-kind", metavar="KIND",
+        help="which tags a push moves: release, nightly or local (default local: none)")
     return p
 
 

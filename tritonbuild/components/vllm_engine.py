@@ -45,8 +45,9 @@ class VllmEngine(Component):
         if self.plan.gpu or not self.plan.has_backend("vllm"):
             return []
         # PyPI's torchvision/torchaudio are CUDA builds that break transformers beside the
-        # CPU torch; `triton` (the compiler, ~1 GB) is unused by vLLM on the CPU.
-        return ["torchvision", "torchaudio", "torchcodec", "triton"]
+        # CPU torch; `triton` (the compiler, ~1 GB) is unused by vLLM on the CPU; opencv
+        # (150 MB) only decodes video, and vLLM stands a placeholder in for it when absent.
+        return ["torchvision", "torchaudio", "torchcodec", "triton", "opencv-python-headless"]
 
     def image_packages(self) -> list[str]:
         # torch's inductor compiles vLLM's CPU model code at start-up: a C++ compiler and

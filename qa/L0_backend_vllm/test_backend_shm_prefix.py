@@ -1,0 +1,33 @@
+"""Two tritonservers on one host, each with a shared-memory prefix of its own for the
+Python backend (`--backend-config=python,shm-region-prefix-name=...`): both load the vLLM
+model and serve.  On the host both share /dev/shm, where each one's regions carry its
+prefix; in container mode each container has its own /dev/shm, and both still serve."""
+from __future__ import annotations
+
+import os
+
+import httpx
+
+from qa.common import TritonServer, write_vllm_model
+
+from .vllm_suite import MODEL, engine_args
+
+
+def test_two_servers_with_their_own_shm_prefix(tiny_model, tmp_path):
+    repo = tmp_path / "repository"
+    write_vllm_model(repo, MODEL, engine_args(tiny_model))
+    prefixes = [f"tvb_{os.getpid()}_{name}_" for name in ("a", "b")]
+    with TritonServer(repo, mounts=[tiny_model], server_args=[
+            f"--backend-config=python,shm-region-prefix-name={prefixes[0]}"]) as first, \
+         TritonServer(repo, mounts=[tiny_model], server_args=[
+            f"--backend-config=python,shm-region-prefix-name={prefixes[1]}"]) as second:
+        for server in (first, second):
+            answer = httpx.post(f"{server.http_url}/v2/models/{MODEL}/generate",
+                                json={"text_input": "Hello", "parameters": {"max_tokens": 4}},
+                                timeout=120)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["text_output"]
+        if first.image is None:
+            regions = os.listdir("/dev/shm")
+            for prefix in prefixes:
+                assert any(r.startswith(prefix) for r in regions), (prefix, regions)

@@ -1,0 +1,99 @@
+"""A real OCI registry on loopback for tests: Debian's `docker-registry` (distribution
+2.8), with htpasswd authentication, on a free port, its storage in a temporary folder.
+
+    with LocalRegistry() as reg:                  # reg.address = "127.0.0.1:PORT"
+        reg.docker_config(tmp / "cfg")            # a DOCKER_CONFIG that logs in as reg.user
+"""
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from qa.common.tritonserver import free_port
+
+REGISTRY_BINARY = "/usr/bin/docker-registry"
+
+
+class LocalRegistry:
+    user, password = "publisher", "s3cret-for-tests"
+
+    def __init__(self) -> None:
+        for tool in (REGISTRY_BINARY, "htpasswd", "skopeo"):
+            if not shutil.which(tool):
+                raise RuntimeError(f"{tool} is missing: scripts/setup_host.sh installs it")
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self._tmp = Path(tempfile.mkdtemp(prefix="registry-"))
+        htpasswd = subprocess.run(["htpasswd", "-Bbn", self.user, self.password],
+                                  capture_output=True, text=True, check=True).stdout
+        (self._tmp / "htpasswd").write_text(htpasswd)
+        (self._tmp / "config.yml").write_text(json.dumps({  # YAML is a superset of JSON
+            "version": 0.1,
+            "log": {"level": "warn"},
+            "storage": {"filesystem": {"rootdirectory": str(self._tmp / "data")},
+                        "delete": {"enabled": True}},
+            "http": {"addr": self.address},
+            "auth": {"htpasswd": {"realm": "tests", "path": str(self._tmp / "htpasswd")}},
+        }))
+        self._log = open(self._tmp / "registry.log", "wb")
+        self._proc = subprocess.Popen([REGISTRY_BINARY, "serve", str(self._tmp / "config.yml")],
+                                      stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while self.status("/v2/") != 401:  # up, and asking for credentials
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("docker-registry did not start:\n"
+                                   + (self._tmp / "registry.log").read_text()[-2000:])
+            time.sleep(0.2)
+
+    def status(self, path: str, password: str | None = None) -> int:
+        request = urllib.request.Request(f"http://{self.address}{path}")
+        if password is not None:
+            token = base64.b64encode(f"{self.user}:{password}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return 0
+
+    def get_json(self, path: str) -> dict:
+        request = urllib.request.Request(f"http://{self.address}{path}")
+        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return json.load(r)
+
+    def docker_config(self, folder: Path, password: str | None = None) -> Path:
+        """A Docker config folder holding credentials for this registry, as `docker login`
+        writes them (the password given, or the right one)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        auth = base64.b64encode(f"{self.user}:{password or self.password}".encode()).decode()
+        (folder / "config.json").write_text(json.dumps({"auths": {self.address: {"auth": auth}}}))
+        return folder
+
+    def stop(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._log.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> LocalRegistry:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
