@@ -247,7 +247,15 @@ def test_background_runs_to_completion(make_client):
     ({"frobnicate": 1}, "frobnicate"),
     ({"tool_choice": {"type": "web_search_preview"}, "tools": TOOLS}, "tool_choice"),
     ({"tool_choice": "required"}, "tool_choice"),
-    ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type"),
+    ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "input[0].type"),
+    ({"input": [{"type": "reasoning", "summary": [], "encrypted_content": "gAAA"}]},
+     "input[0].encrypted_content"),
+    ({"input": [{"type": "reasoning", "summary": [], "content": [{"type": "input_text"}]}]},
+     "input[0].content[0]"),
+    ({"reasoning": {"summary": "auto"}}, "reasoning"),
+    ({"structured_outputs": {"regex": "a", "choice": ["a"]}}, "structured_outputs"),
+    ({"structured_outputs": {"regex": "a"}, "text": {"format": {"type": "json_object"}}},
+     "structured_outputs"),
     ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]},
      "input[0].content[0].type"),
@@ -295,3 +303,164 @@ def test_streaming_client_gone_stops_generation(make_client):
     while fake.cancelled == 0:
         assert time.monotonic() < deadline, "the generation went on for nobody"
         time.sleep(0.01)
+
+
+# --- reasoning ----------------------------------------------------------------------------
+
+THINKING = ["<think>", "I should", " greet.", "</th", "ink>", "Hello", "!"]
+REASONING_DONE = ["response.reasoning_text.done", "response.content_part.done",
+                  "response.output_item.done"]
+
+
+def _reasoning_client(make_client, script=THINKING, **config):
+    fake = FakeTriton(script=script)
+    config = FrontendConfig(triton_metrics_url=None, reasoning_parser="deepseek_r1", **config)
+    return make_client(config, fake=fake), fake
+
+
+def test_reasoning_item_then_message(make_client):
+    c, _ = _reasoning_client(make_client)
+    body = c.post("/v1/responses", json={"model": "llm", "input": "hi"}).json()
+    reasoning, message = body["output"]
+    assert reasoning["id"].startswith("rs_") and message["id"].startswith("msg_")
+    assert {k: v for k, v in reasoning.items() if k != "id"} == {
+        "type": "reasoning", "status": "completed", "summary": [],
+        "content": [{"type": "reasoning_text", "text": "I should greet."}]}
+    assert message["content"][0]["text"] == "Hello!"
+    assert body["usage"]["output_tokens_details"] == {"reasoning_tokens": 0}
+
+
+def test_reasoning_stream_event_order(make_client):
+    c, _ = _reasoning_client(make_client)
+    events = _events(c.post("/v1/responses", json={"model": "llm", "input": "hi",
+                                                   "stream": True}))
+    kinds = [e["type"] for e in events]
+    # The tag split over "</th" + "ink>" is held back, then dropped: two reasoning deltas.
+    assert kinds == [
+        "response.created", "response.in_progress",
+        "response.output_item.added", "response.content_part.added",
+        *["response.reasoning_text.delta"] * 2, *REASONING_DONE,
+        *TEXT_EVENTS, *["response.output_text.delta"] * 2, *TEXT_DONE, "response.completed"]
+    added, part = events[2], events[3]
+    assert added["output_index"] == 0
+    assert added["item"] == {"id": added["item"]["id"], "type": "reasoning",
+                             "status": "in_progress", "summary": [], "content": []}
+    assert part["part"] == {"type": "reasoning_text", "text": ""}
+    rs_id = added["item"]["id"]
+    deltas = [e for e in events if e["type"] == "response.reasoning_text.delta"]
+    assert [(e["item_id"], e["output_index"], e["content_index"]) for e in deltas] == \
+        [(rs_id, 0, 0)] * 2
+    assert "".join(e["delta"] for e in deltas) == "I should greet."
+    done, part_done, item_done = events[6:9]
+    assert (done["item_id"], done["output_index"], done["content_index"], done["text"]) == \
+        (rs_id, 0, 0, "I should greet.")
+    assert part_done["part"] == {"type": "reasoning_text", "text": "I should greet."}
+    assert item_done["item"]["status"] == "completed"
+    assert item_done["item"]["content"] == [part_done["part"]]
+    msg_added = events[9]
+    assert msg_added["output_index"] == 1 and msg_added["item"]["type"] == "message"
+    text = [e for e in events if e["type"] == "response.output_text.delta"]
+    assert {e["output_index"] for e in text} == {1}
+    assert "".join(e["delta"] for e in text) == "Hello!"
+    final = events[-1]["response"]["output"]
+    assert [i["type"] for i in final] == ["reasoning", "message"]
+    assert final[0]["content"][0]["text"] == "I should greet."
+
+
+@pytest.mark.parametrize("script", [
+    ["<thi", "nk>I sh", "ould</", "think>Hel", "lo"],
+    ["<think>I should</think>Hello"],
+    ["<", "t", "h", "i", "n", "k", ">", "I should", "<", "/", "think", ">", "Hello"],
+])
+def test_reasoning_split_across_chunks(make_client, script):
+    c, _ = _reasoning_client(make_client, script=script)
+    body = {"model": "llm", "input": "hi"}
+    full = c.post("/v1/responses", json=body).json()["output"]
+    assert [i["content"][0]["text"] for i in full] == ["I should", "Hello"]
+    events = _events(c.post("/v1/responses", json=dict(body, stream=True)))
+    assert "".join(e["delta"] for e in events
+                   if e["type"] == "response.reasoning_text.delta") == "I should"
+    assert "".join(e["delta"] for e in events
+                   if e["type"] == "response.output_text.delta") == "Hello"
+
+
+def test_reasoning_cut_short_by_the_budget(make_client):
+    c, _ = _reasoning_client(make_client, script=["<think>", "still", " going"])
+    body = c.post("/v1/responses", json={"model": "llm", "input": "hi",
+                                         "max_output_tokens": 2}).json()
+    assert body["status"] == "incomplete"
+    [reasoning] = body["output"]  # no empty message after reasoning that never ended
+    assert reasoning["status"] == "incomplete"
+    assert reasoning["content"][0]["text"] == "still"
+
+
+def test_no_reasoning_split_under_a_json_format(make_client):
+    c, _ = _reasoning_client(make_client, script=["<think>", "x", "</think>", "{}"])
+    body = c.post("/v1/responses", json={
+        "model": "llm", "input": "hi",
+        "text": {"format": {"type": "json_schema", "name": "o", "schema": {"type": "object"}}},
+    }).json()
+    [message] = body["output"]
+    assert message["content"][0]["text"] == "<think>x</think>{}"
+
+
+def test_no_reasoning_split_under_a_forced_tool_call(make_client):
+    c, _ = _reasoning_client(make_client, script=["<think>", '{"city": "Paris"}'])
+    body = c.post("/v1/responses", json={
+        "model": "llm", "input": "hi", "tools": TOOLS,
+        "tool_choice": {"type": "function", "name": "get_weather"}}).json()
+    [call] = body["output"]
+    assert call["type"] == "function_call" and call["arguments"] == '<think>{"city": "Paris"}'
+
+
+def test_structured_outputs_extension(make_client):
+    c, fake = _reasoning_client(make_client)
+    c.post("/v1/responses", json={"model": "llm", "input": "hi",
+                                  "structured_outputs": {"regex": "<think>[a-z]+</think>[a-z]+"}})
+    assert _sampling(fake)["structured_outputs"] == {"regex": "<think>[a-z]+</think>[a-z]+"}
+
+
+# Renders an assistant turn's reasoning, so that the prompt shows whether it arrived.
+THINKING_TEMPLATE = (
+    "{% for m in messages %}<|{{ m.role }}|>"
+    "{% if m.reasoning %}<think>{{ m.reasoning }}</think> {% endif %}{{ m.content }}\n"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def test_previous_response_replays_its_reasoning(make_client):
+    c, fake = _reasoning_client(make_client, chat_template=THINKING_TEMPLATE)
+    first = c.post("/v1/responses", json={"model": "llm", "input": "q1"}).json()
+    c.post("/v1/responses", json={"model": "llm", "input": "q2",
+                                  "previous_response_id": first["id"]})
+    words = "<|user|>q1 <|assistant|><think>I should greet.</think> Hello! <|user|>q2 " \
+            "<|assistant|>"
+    assert fake.requests[-1]["input_ids"] == [len(w) for w in words.split()]
+
+
+def test_reasoning_input_items_are_accepted(make_client):
+    c, fake = _reasoning_client(make_client, chat_template=THINKING_TEMPLATE)
+    r = c.post("/v1/responses", json={"model": "llm", "input": [
+        {"role": "user", "content": "q1"},
+        {"type": "reasoning", "id": "rs_1", "summary": [],
+         "content": [{"type": "reasoning_text", "text": "hmm"}]},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "a1"}]},
+        {"role": "user", "content": "q2"}]})
+    assert r.status_code == 200, r.text
+    words = "<|user|>q1 <|assistant|><think>hmm</think> a1 <|user|>q2 <|assistant|>"
+    assert fake.requests[-1]["input_ids"] == [len(w) for w in words.split()]
+
+
+def test_reasoning_items_map_to_assistant_turns():
+    from triton_openai.responses_api.items import input_messages
+
+    def thought(text):
+        return {"type": "reasoning", "summary": [],
+                "content": [{"type": "reasoning_text", "text": text}]}
+
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    out = input_messages([thought("a"), call, {"type": "function_call_output",
+                                               "call_id": "c1", "output": "r"},
+                          thought("b")])
+    assert [(m.role, m.reasoning, bool(m.tool_calls)) for m in out] == [
+        ("assistant", "a", True), ("tool", None, False), ("assistant", "b", False)]

@@ -70,7 +70,8 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     app.state.chat = ChatServing(generation, config.chat_template, config.tool_call_parser,
                                  config.reasoning_parser)
     app.state.responses = ResponsesServing(generation, config.chat_template,
-                                           config.tool_call_parser, config.responses_store_size)
+                                           config.tool_call_parser, config.responses_store_size,
+                                           config.reasoning_parser)
     app.state.embeddings = EmbeddingsServing(client, catalog)
     app.state.tokenization = TokenizationServing(generation, config.chat_template)
     app.state.drain = drain

@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how to read tool calls from generated text (default: %(default)s)")
     p.add_argument("--reasoning-parser", default=d.reasoning_parser,
                    choices=reasoning_parser_names(),
-                   help="split the model's reasoning from its answer (message.reasoning)")
+                   help="split the model's reasoning from its answer (message.reasoning; "
+                        "reasoning items in /v1/responses)")
     p.add_argument("--generation-config", default=d.generation_config, metavar="auto|vllm|DIR",
                    help="sampling defaults: each model's generation_config.json (auto), "
                         "none (vllm), or DIR's (default: %(default)s)")

@@ -3,6 +3,9 @@ describe each step (the stream sends them; a plain answer only keeps the object)
 
 Event order, as OpenAI sends it:
     response.created, response.in_progress
+    reasoning:    output_item.added, content_part.added, reasoning_text.delta*,
+                  reasoning_text.done, content_part.done, output_item.done
+                  (with a reasoning parser; before the answer's items)
     per message:  output_item.added, content_part.added, output_text.delta*,
                   output_text.done, content_part.done, output_item.done
     per call:     output_item.added, function_call_arguments.delta*,
@@ -16,6 +19,7 @@ import uuid
 from typing import Any
 
 from ..chat.tools import HOLDING_MODES, ToolUse
+from ..reasoning import ReasoningParser
 from ..tool_parsers import ToolCall
 from ..triton.vllm_io import GenerationChunk
 
@@ -33,9 +37,14 @@ def usage(input_tokens: int, output_tokens: int) -> dict:
 
 
 class ResponseBuilder:
-    def __init__(self, response: dict, tools: ToolUse, prompt_tokens: int | None):
+    def __init__(self, response: dict, tools: ToolUse, prompt_tokens: int | None,
+                 reasoning: ReasoningParser | None = None):
         self.response = response  # the object GET returns; updated in place
         self.tools = tools
+        self.thinking = reasoning.stream() if reasoning is not None else None
+        self.reasoning: dict | None = None  # the reasoning item, open or closed
+        self.reasoning_open = False
+        self.thought = ""
         self.seq = 0
         self.input_tokens = prompt_tokens or 0
         self.output_tokens = 0
@@ -68,17 +77,30 @@ class ResponseBuilder:
                 self.output_tokens += d.num_output_tokens
             if d.finish_reason:
                 self.finish_reason = d.finish_reason
-            if self.tools.mode == "named":
-                events += self._call_text(d.text)
-            else:
-                events += self._text(self._release(d.text))
+            events += self._answer(d.text, final=bool(d.finish_reason))
         return events
+
+    def _answer(self, text: str, final: bool = False) -> list[Event]:
+        """One piece of generated text: its reasoning to the reasoning item, the rest to the
+        message or call."""
+        events: list[Event] = []
+        if self.thinking is not None:
+            thought, text = self.thinking.feed(text, final=final)
+            events += self._reason(thought)
+            if text:
+                events += self._close_reasoning()  # the answer has begun: thinking is over
+        if self.tools.mode == "named":
+            return events + self._call_text(text)
+        return events + self._text(self._release(text))
 
     def finish(self) -> list[Event]:
         """Close the open items, add held-back calls, and end the response."""
         reason = self.finish_reason or "stop"
         events: list[Event] = []
         calls: list[ToolCall] = []
+        if self.thinking is not None:
+            events += self._answer("", final=True)  # what was held back as a possible tag
+            events += self._close_reasoning(at_finish=True)
         if self.holding:
             content, calls, _ = self.tools.finish(0, self.held, reason)
             self.held = ""
@@ -86,7 +108,7 @@ class ResponseBuilder:
         if self.tools.mode == "named":
             events += self._call_text("")
             events += self._close_call(self.call)
-        elif not calls or self.message is not None:
+        elif self.message is not None or not (calls or self.reasoning):
             events += self._text("", force_open=True)
             events += self._close_message()
         for call in calls:
@@ -155,6 +177,46 @@ class ResponseBuilder:
     @staticmethod
     def _part(text: str) -> dict:
         return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+    # --- reasoning ----------------------------------------------------------------
+    def _reason(self, text: str) -> list[Event]:
+        if not text:
+            return []
+        events: list[Event] = []
+        if self.reasoning is None:
+            self.reasoning = {"id": _item_id("rs"), "type": "reasoning", "status": "in_progress",
+                              "summary": [], "content": []}
+            self.reasoning_open = True
+            events += self._added(self.reasoning)
+            events.append(self._event("response.content_part.added", **self._where(self.reasoning),
+                                      part=self._reasoning_part("")))
+        self.thought += text
+        self.reasoning["content"] = [self._reasoning_part(self.thought)]
+        events.append(self._event("response.reasoning_text.delta", **self._where(self.reasoning),
+                                  delta=text))
+        return events
+
+    def _close_reasoning(self, at_finish: bool = False) -> list[Event]:
+        if not self.reasoning_open:
+            return []
+        self.reasoning_open = False
+        item, where = self.reasoning, self._where(self.reasoning)
+        part = self._reasoning_part(self.thought)
+        item["content"] = [part]
+        # Closed because the answer began: complete, whatever happens to the answer; at the
+        # finish, cut short when the budget ran out while thinking.
+        item["status"] = self._item_status() if at_finish else "completed"
+        return [self._event("response.reasoning_text.done", **where, text=self.thought),
+                self._event("response.content_part.done", **where, part=part),
+                self._event("response.output_item.done", output_index=where["output_index"],
+                            item=dict(item))]
+
+    def _where(self, item: dict) -> dict:
+        return {"item_id": item["id"], "output_index": self._index(item), "content_index": 0}
+
+    @staticmethod
+    def _reasoning_part(text: str) -> dict:
+        return {"type": "reasoning_text", "text": text}
 
     # --- function calls -----------------------------------------------------------
     def _open_call(self, name: str, call_id: str) -> tuple[dict, Event]:

@@ -28,21 +28,58 @@ def _text(content: Any, param: str) -> str:
     return "".join(texts)
 
 
+def _reasoning_text(item: dict[str, Any], param: str) -> str:
+    """A reasoning item's text: its reasoning_text parts (a summary is not the reasoning)."""
+    if item.get("encrypted_content") is not None:
+        raise BadRequestError("encrypted reasoning cannot be read by this server; send the "
+                              "reasoning as content", param=f"{param}.encrypted_content")
+    content = item.get("content") or []
+    if not isinstance(content, list):
+        raise BadRequestError(f"{param}.content must be a list of reasoning_text parts",
+                              param=f"{param}.content")
+    texts = []
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind != "reasoning_text" or not isinstance(part.get("text"), str):
+            raise BadRequestError(f"{param}.content[{j}] must be a reasoning_text part",
+                                  param=f"{param}.content[{j}]")
+        texts.append(part["text"])
+    return "".join(texts)
+
+
 def input_messages(value: str | list[dict[str, Any]]) -> list[ChatMessage]:
-    """The request's `input` as chat messages."""
+    """The request's `input` as chat messages.  A reasoning item becomes the `reasoning` of
+    the assistant turn that follows it (or of an empty one, when none does)."""
     if isinstance(value, str):
         return [ChatMessage(role="user", content=value)]
     out: list[ChatMessage] = []
+    thought: str | None = None  # a reasoning item's, waiting for its assistant turn
+
+    def flush() -> None:
+        nonlocal thought
+        if thought is not None:
+            out.append(ChatMessage(role="assistant", content="", reasoning=thought))
+            thought = None
+
     for i, item in enumerate(value):
         param = f"input[{i}]"
         kind = item.get("type", "message")
+        if kind == "reasoning":
+            text = _reasoning_text(item, param)
+            thought = text if thought is None else thought + text
+            continue
         if kind == "message":
             role = item.get("role")
             if role not in _ROLES:
                 raise BadRequestError(f"{param}.role must be one of {list(_ROLES)}, not {role!r}",
                                       param=f"{param}.role")
-            out.append(ChatMessage(role=role, content=_text(item.get("content"),
-                                                            f"{param}.content")))
+            content = _text(item.get("content"), f"{param}.content")
+            if role == "assistant" and thought is not None:
+                out.append(ChatMessage(role=role, content=content, reasoning=thought))
+                thought = None
+            else:
+                flush()
+                out.append(ChatMessage(role=role, content=content))
         elif kind == "function_call":
             for key in ("call_id", "name", "arguments"):
                 if not isinstance(item.get(key), str):
@@ -50,11 +87,15 @@ def input_messages(value: str | list[dict[str, Any]]) -> list[ChatMessage]:
             call = {"id": item["call_id"], "type": "function",
                     "function": {"name": item["name"], "arguments": item["arguments"]}}
             last = out[-1] if out else None
-            if last is not None and last.role == "assistant" and last.tool_calls:
+            if thought is None and last is not None and last.role == "assistant" \
+                    and last.tool_calls:
                 last.tool_calls.append(call)  # parallel calls: one assistant turn
             else:
-                out.append(ChatMessage(role="assistant", content=None, tool_calls=[call]))
+                out.append(ChatMessage(role="assistant", content=None, tool_calls=[call],
+                                       reasoning=thought))
+                thought = None
         elif kind == "function_call_output":
+            flush()
             output = item.get("output")
             if not isinstance(item.get("call_id"), str):
                 raise BadRequestError(f"{param}.call_id must be a string", param=f"{param}.call_id")
@@ -62,13 +103,16 @@ def input_messages(value: str | list[dict[str, Any]]) -> list[ChatMessage]:
                                    content=_text(output, f"{param}.output")))
         else:
             raise BadRequestError(f"input item type {kind!r} is not supported; use message, "
-                                  f"function_call or function_call_output", param=f"{param}.type")
+                                  f"reasoning, function_call or function_call_output",
+                                  param=f"{param}.type")
+    flush()
     return out
 
 
 def output_messages(output: list[dict[str, Any]]) -> list[ChatMessage]:
     """A response's output items as the chat messages of the next turn."""
-    items = [item for item in output if item.get("type") in ("message", "function_call")]
+    items = [item for item in output
+             if item.get("type") in ("reasoning", "message", "function_call")]
     return input_messages(items)
 
 

@@ -2,8 +2,8 @@
 
 Unlike the other surfaces, unknown fields are refused (as OpenAI's Responses API does),
 and OpenAI fields this server does not implement are named in a 400 by `rejections`:
-a client that asks for a built-in tool or reasoning must not get a plain answer that
-silently ignored it.
+a client that asks for a built-in tool or a reasoning effort must not get a plain answer
+that silently ignored it.
 """
 
 from __future__ import annotations
@@ -74,7 +74,10 @@ class ResponsesRequest(_Strict):
     truncation: str | None = Field(default=None, description="disabled (the only mode).")
     # OpenAI fields that are rejected with a 400 unless empty (see `rejections`).
     include: list[str] | None = Field(default=None, description="Rejected: nothing to include.")
-    reasoning: dict[str, Any] | None = Field(default=None, description="Rejected: no reasoning.")
+    reasoning: dict[str, Any] | None = Field(
+        default=None, description="Rejected unless empty: effort cannot be controlled and no "
+                                  "summaries are made; reasoning comes as reasoning items with "
+                                  "--reasoning-parser.")
     top_logprobs: int | None = Field(default=None, description="Rejected.")
     max_tool_calls: int | None = Field(default=None, description="Rejected.")
     conversation: Any = Field(default=None, description="Rejected: use previous_response_id.")
@@ -85,6 +88,8 @@ class ResponsesRequest(_Strict):
     min_p: float | None = Field(default=None, ge=0, le=1, description="vLLM: min-p sampling.")
     repetition_penalty: float | None = Field(default=None, gt=0, description="vLLM: repetition penalty.")
     seed: int | None = Field(default=None, description="vLLM: seed for reproducible sampling.")
+    structured_outputs: dict[str, Any] | None = Field(
+        default=None, description="vLLM: json/regex/choice/grammar, as in chat completions.")
 
     def rejections(self) -> list[tuple[str, str]]:
         """(param, why) for every field set to something this server does not do."""
@@ -92,7 +97,11 @@ class ResponsesRequest(_Strict):
         if self.include:
             out.append(("include", f"include values {self.include} are not supported"))
         if self.reasoning and any(v is not None for v in self.reasoning.values()):
-            out.append(("reasoning", "reasoning is not supported by this server"))
+            out.append(("reasoning", "reasoning.effort and reasoning.summary are not supported "
+                                     "by this server: effort cannot be controlled and no "
+                                     "summaries are made (a server started with "
+                                     "--reasoning-parser returns the model's reasoning as "
+                                     "reasoning items)"))
         if self.top_logprobs:
             out.append(("top_logprobs", "top_logprobs is not supported by /v1/responses"))
         for name in ("max_tool_calls", "conversation", "prompt"):

@@ -20,9 +20,11 @@ from ..errors import BadRequestError, as_openai_error
 from ..fanin import primed
 from ..generation import GenerationService
 from ..prompts import Prompt
+from ..reasoning import ReasoningParser
+from ..reasoning import get_parser as get_reasoning_parser
 from ..request_ids import new_id
 from ..responses import json_response
-from ..structured import from_response_format
+from ..structured import combine, from_response_format
 from ..tool_parsers import get_parser
 from ..triton.vllm_contract import GENERATE, STRUCTURED_OUTPUTS
 from .events import Event, ResponseBuilder
@@ -79,9 +81,7 @@ class ResponseRun:
                 self.task.cancel()  # the client left a stream that only it was reading
 
 
-def _constraint(req: ResponsesRequest, tools: ToolUse) -> dict | None:
-    if tools.constraint is not None:
-        return tools.constraint
+def _format_constraint(req: ResponsesRequest) -> dict | None:
     fmt = req.text.format if req.text is not None else None
     if fmt is None:
         return None
@@ -91,14 +91,35 @@ def _constraint(req: ResponsesRequest, tools: ToolUse) -> dict | None:
     return from_response_format({"type": fmt.type, "json_schema": {"schema": fmt.json_schema}})
 
 
+def _constraint(req: ResponsesRequest, tools: ToolUse, compact_json: bool) -> dict | None:
+    """The structured-outputs constraint: forced tool calls first, then text.format, or the
+    vLLM `structured_outputs` extension (as in chat completions)."""
+    constraint = tools.constraint
+    if constraint is None:
+        constraint = _format_constraint(req)
+    return combine(constraint, req.structured_outputs, compact_json)
+
+
 class ResponsesServing:
     def __init__(self, generation: GenerationService, chat_template: str | None = None,
-                 tool_parser: str = "llama3_json", store_size: int = 1000):
+                 tool_parser: str = "llama3_json", store_size: int = 1000,
+                 reasoning_parser: str | None = None):
         self.gen = generation
         self.chat_template = chat_template
         get_parser(tool_parser)  # fail at start-up on an unknown name
         self.tool_parser_name = tool_parser
         self.store = ResponseStore(store_size)
+        self.reasoning = get_reasoning_parser(reasoning_parser) if reasoning_parser else None
+
+    def _reasoning(self, req: ResponsesRequest, tools: ToolUse) -> ReasoningParser | None:
+        """The reasoning parser, unless the answer is JSON from its first token (a forced
+        tool call or a JSON text.format): then there is no reasoning to split off."""
+        if tools.constraint is not None:
+            return None
+        fmt = req.text.format if req.text is not None else None
+        if fmt is not None and fmt.type != "text":
+            return None
+        return self.reasoning
 
     async def create(self, req: ResponsesRequest) -> Response:
         for param, why in req.rejections():
@@ -112,12 +133,12 @@ class ResponsesServing:
         sampling = self.gen.sampling(model, req.sampling_dict())
         sampling["max_tokens"] = self.gen.max_tokens(model, prompt, req.max_output_tokens,
                                                      "max_output_tokens", "input")
-        constraint = _constraint(req, tools)
+        constraint = _constraint(req, tools, self.gen.compact_json)
         if constraint is not None:
             sampling[STRUCTURED_OUTPUTS] = constraint
 
         response = self._response_object(req, model.id)
-        builder = ResponseBuilder(response, tools, prompt.num_tokens)
+        builder = ResponseBuilder(response, tools, prompt.num_tokens, self._reasoning(req, tools))
         # Background responses stream from Triton too, so that GET shows their progress.
         stream = self.gen.run(model, [prompt], [sampling], req.stream or bool(req.background),
                               False)
