@@ -7,6 +7,7 @@ order and what the engine enforces (schemas), never the words.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import jsonschema
@@ -15,6 +16,10 @@ import pytest
 
 from .conftest import MODEL
 from .test_openai_api import _error, _settled
+
+# The frontend started with --reasoning-parser qwen3 (and hermes tool calls), and the
+# regular expression that forces "<think>reasoning</think>answer" out of the tiny model.
+from .test_openai_breadth import THINKING, _forced, parsers  # noqa: F401
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -28,6 +33,10 @@ TOOLS = [{"type": "function", "name": "get_weather", "parameters": WEATHER}]
 TEXT_ITEM = ["response.output_item.added", "response.content_part.added"]
 TEXT_DONE = ["response.output_text.done", "response.content_part.done",
              "response.output_item.done"]
+REASONING_ITEM = ["response.output_item.added", "response.content_part.added"]
+REASONING_DONE = ["response.reasoning_text.done", "response.content_part.done",
+                  "response.output_item.done"]
+WORDS = "[a-z ]{1,16}"  # what THINKING allows inside and after <think>...</think>
 
 
 def test_responses_text_matches_chat_and_counts_tokens(oai, tokenizer):
@@ -123,3 +132,66 @@ def test_responses_reject_what_they_do_not_support(oai, http):
         assert err["param"] == param, err
     with pytest.raises(openai.NotFoundError):
         oai.responses.retrieve("resp-unknown")
+
+
+def test_responses_reasoning_item_then_message(parsers):  # noqa: F811 (a fixture)
+    body = {"model": MODEL, "input": QUESTION, "max_output_tokens": 120, "temperature": 0,
+            "extra_body": _forced(THINKING)}
+    r = parsers.responses.create(**body)
+    assert r.status == "completed"
+    assert [item.type for item in r.output] == ["reasoning", "message"]
+    reasoning, message = r.output
+    assert reasoning.id.startswith("rs_") and reasoning.status == "completed"
+    assert reasoning.summary == [] and reasoning.encrypted_content is None
+    [part] = reasoning.content
+    assert part.type == "reasoning_text" and re.fullmatch(WORDS, part.text)
+    assert [p.type for p in message.content] == ["output_text"]
+    assert re.fullmatch(WORDS, r.output_text)
+    # The same split as chat completions gives for the same greedy generation.
+    chat = parsers.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": QUESTION}], max_tokens=120,
+        temperature=0, extra_body=_forced(THINKING)).choices[0].message
+    assert (part.text, r.output_text) == (chat.reasoning, chat.content)
+
+    events = list(parsers.responses.create(stream=True, **body))
+    kinds = [e.type for e in events]
+    thinking = kinds.count("response.reasoning_text.delta")
+    answering = kinds.count("response.output_text.delta")
+    assert thinking >= 1 and answering >= 1
+    assert kinds == ["response.created", "response.in_progress",
+                     *REASONING_ITEM, *["response.reasoning_text.delta"] * thinking,
+                     *REASONING_DONE,
+                     *TEXT_ITEM, *["response.output_text.delta"] * answering, *TEXT_DONE,
+                     "response.completed"]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    added = events[2]
+    assert added.output_index == 0 and added.item.type == "reasoning"
+    assert events[3].part.type == "reasoning_text" and events[3].part.text == ""
+    rs_events = events[3:7 + thinking]  # content_part.added .. output_item.done
+    assert {(e.item_id if hasattr(e, "item_id") else e.item.id) for e in rs_events} == \
+        {added.item.id}
+    assert {e.output_index for e in rs_events} == {0}
+    thought = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
+    text_done, part_done, item_done = events[4 + thinking:7 + thinking]
+    assert thought == text_done.text == part_done.part.text == part.text
+    assert item_done.item.status == "completed"
+    assert item_done.item.content[0].text == part.text
+    msg_events = events[7 + thinking:-1]
+    assert msg_events[0].item.type == "message"
+    assert {e.output_index for e in msg_events} == {1}
+    answer = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert answer == events[-2].item.content[0].text == r.output_text
+    final = events[-1].response
+    assert [item.type for item in final.output] == ["reasoning", "message"]
+    assert final.output[0].content[0].text == part.text and final.output_text == answer
+
+    # Sent back as input items, the reasoning and the answer make the next turn's prompt.
+    nxt = parsers.responses.create(model=MODEL, max_output_tokens=2, temperature=0, input=[
+        {"role": "user", "content": QUESTION},
+        reasoning.model_dump(exclude_none=True), message.model_dump(exclude_none=True),
+        {"role": "user", "content": "And tomorrow?"}])
+    assert nxt.status in ("completed", "incomplete")
+    # The same conversation through previous_response_id.
+    cont = parsers.responses.create(model=MODEL, max_output_tokens=2, temperature=0,
+                                    previous_response_id=r.id, input="And tomorrow?")
+    assert cont.usage.input_tokens == nxt.usage.input_tokens
