@@ -277,6 +277,20 @@ class TritonServer:
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.logs.splitlines()[-lines:])
 
+    def terminate(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM to tritonserver alone, as a container runtime or a service manager
+        sends it, and wait for it to exit; its stub and engine processes are left to it.
+        (stop() signals the whole process group, which also stops the engine directly.)"""
+        if self._proc is None:
+            raise ServerError("terminate() stops a tritonserver on this host, not a container")
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                return self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return None
+        return self._proc.returncode
+
     def stop(self, timeout: float = 60.0) -> int | None:
         """Stop the server (SIGTERM, then SIGKILL of its whole process group)."""
         code = None
