@@ -24,21 +24,13 @@ from pathlib import Path
 import pytest
 
 from qa.common import free_port
+from qa.common.docker import docker
 from tritonbuild import pins
-from tritonbuild.hostenv import docker_binary
 
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.docker
-DOCKER = docker_binary()
 READY_TIMEOUT = float(os.environ.get("TVB_READY_TIMEOUT", "180"))
-
-
-def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-    out = subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=timeout)
-    if check and out.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)} failed: {out.stderr.strip()}")
-    return out
 
 
 @pytest.fixture(scope="module")

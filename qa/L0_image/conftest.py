@@ -5,27 +5,22 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from functools import partial
 
 import pytest
 
 from qa.common import free_port
-from tritonbuild.hostenv import docker_binary
+from qa.common.docker import docker as run_docker
 
-DOCKER = docker_binary()
 READY_TIMEOUT = float(os.environ.get("TVB_READY_TIMEOUT", "240"))
 
 
-def docker(*args: str, check: bool = True, timeout: float = 300,
-           **kw) -> subprocess.CompletedProcess:
-    out = subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=timeout, **kw)
-    if check and out.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)} failed: {out.stderr.strip()[-2000:]}")
-    return out
+# Image-sized operations (save, history, run) get more time than the shared default.
+docker = partial(run_docker, timeout=300)
 
 
 def http_status(url: str) -> int:

@@ -11,8 +11,9 @@ from pathlib import PurePosixPath
 
 import pytest
 
+from qa.common.docker import DOCKER
 from qa.common.figures import record
-from qa.L0_image.conftest import DOCKER, docker
+from qa.L0_image.conftest import docker
 from tritonbuild import pins
 from tritonbuild.hostenv import discover
 

@@ -31,16 +31,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from qa.common import free_port
-from tritonbuild.hostenv import discover, docker_binary
+from qa.common.docker import DOCKER
+from qa.common.docker import docker as run_docker
+from tritonbuild.hostenv import discover
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "backends" / "vllm" / "README.md"
-DOCKER = docker_binary()
 READY_TIMEOUT = float(os.environ.get("TVB_READY_TIMEOUT", "180"))
 
 FULL = "tritonserver-vllm:install-full"
@@ -59,14 +61,8 @@ PROMPT = "Hello"
 pytestmark = pytest.mark.docker
 
 
-def docker(*args: str, check: bool = True, timeout: float = 300,
-           input: str | None = None) -> subprocess.CompletedProcess:
-    out = subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=timeout,
-                         input=input, env={**os.environ, "DOCKER_BUILDKIT": "1"})
-    if check and out.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)} failed ({out.returncode}):\n"
-                             f"{(out.stdout + out.stderr)[-4000:]}")
-    return out
+# Builds use BuildKit (the snippet's Dockerfile needs it) and get five minutes.
+docker = partial(run_docker, timeout=300, env={**os.environ, "DOCKER_BUILDKIT": "1"})
 
 
 def readme_block(marker: str) -> str:

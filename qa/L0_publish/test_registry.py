@@ -14,29 +14,26 @@ import os
 import subprocess
 import sys
 import uuid
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from qa.common.docker import docker as run_docker
 from qa.common.registry import LocalRegistry
 from tritonbuild import pins
-from tritonbuild.hostenv import docker_binary
 from tritonbuild.publish import CredentialsError, DockerSkopeo, parse_target, publish, sbom_tag
 from tritonbuild.sbom import dumps, image_sbom
 from tritonbuild.tags import compute_tags
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]
-DOCKER = docker_binary()
 LABELS = {"org.opencontainers.image.title": "publish test",
           "io.triton-vllm.version.tritonserver": pins.get("triton.server_version")}
 
 
-def docker(*args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    out = subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=600, **kw)
-    if check and out.returncode != 0:
-        raise AssertionError(f"docker {' '.join(args)}: {out.stderr.strip()}")
-    return out
+# Pushes and pulls of a whole image get ten minutes.
+docker = partial(run_docker, timeout=600)
 
 
 @pytest.fixture(scope="module")
