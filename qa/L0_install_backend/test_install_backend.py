@@ -196,7 +196,10 @@ def test_snippet_builds_and_serves_from_a_triton_image(base_image, tmp_path):
         [sys.executable, "-m", "tritonbuild.snippet", "--from", base_image, "--user", "1000",
          "--no-frontend"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     (context / "Dockerfile").write_text(dockerfile)
-    build = docker("build", "--progress=plain", "-t", SNIPPET, str(context), timeout=900)
+    # --no-cache: the assertion below reads the installer's own output, which a cached step
+    # (an earlier run on this engine) would not print.  The snippet's steps are cheap.
+    build = docker("build", "--no-cache", "--progress=plain", "-t", SNIPPET, str(context),
+                   timeout=900)
     assert "triton_vllm_backend.install: ready" in build.stdout + build.stderr
     user = docker("image", "inspect", "--format", "{{.Config.User}}", SNIPPET).stdout.strip()
     assert user == "1000"
