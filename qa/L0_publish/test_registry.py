@@ -125,9 +125,11 @@ def test_wrong_password_is_a_clear_error_and_pushes_nothing(registry, small_imag
     assert not (tmp_path / "build" / "published.json").exists()
 
 
-def test_build_py_push_publishes_the_real_image(registry, tmp_path):
-    """`./build.py ... --push` on the image this run built (qa/L0_build_image, same flags:
-    the build is all cache hits), about 80 s on the 2-core machine, most of it the upload."""
+def test_build_py_qa_then_push_publishes_the_real_image(registry, tmp_path):
+    """`./build.py ... --qa=L0_image --push` on the image this run built (qa/L0_build_image,
+    same flags: the build is all cache hits): the real QA gate (`python -m qa`, the image
+    checks suite in a container of the image) and then the push.  About 4 minutes on the
+    2-core machine: 2 for the suite, most of the rest the upload."""
     image = os.environ.get("TVB_IMAGE_TAG", "")
     if not image or docker("image", "inspect", image, check=False).returncode != 0:
         pytest.skip("no image built in this run (qa/L0_build_image builds TVB_IMAGE_TAG)")
@@ -136,11 +138,20 @@ def test_build_py_push_publishes_the_real_image(registry, tmp_path):
     build_dir = tmp_path / "build"
     argv = [sys.executable, str(REPO / "build.py"), "--backend=vllm", "--endpoint=openai",
             "--enable-metrics", f"--tag={image}", f"--build-dir={build_dir}", "-q",
-            f"--push={registry.address}/triton/vllm"]
+            "--qa=L0_image", f"--push={registry.address}/triton/vllm"]
     out = subprocess.run(argv, cwd=REPO, env={**os.environ, "DOCKER_CONFIG": str(config)},
                          capture_output=True, text=True, timeout=1800)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
     assert docker("image", "inspect", "-f", "{{.Id}}", image).stdout.strip() == image_id
+    # QA ran first, for real, and left its JUnit file, figures and summary in the build dir.
+    summary = json.loads((build_dir / "qa" / "summary.json").read_text())
+    assert summary["ok"] is True and summary["image"]["id"] == image_id, summary
+    [suite] = summary["suites"]
+    assert suite["name"] == "L0_image" and suite["passed"] >= 5 and suite["failed"] == 0, suite
+    assert suite["figures"]["startup_to_ready_s"]["value"] > 0, suite["figures"]
+    assert (build_dir / "qa" / "junit" / "L0_image.xml").stat().st_size > 0
+    assert "QA of" in (build_dir / "qa" / "summary.html").read_text()
+    assert out.stderr.index("QA passed") < out.stderr.index("published "), out.stderr
     published = json.loads((build_dir / "published.json").read_text())
     release = json.loads((build_dir / "release.json").read_text())
     assert published["tags"] == [release["tags"]["value"]["arch"],
