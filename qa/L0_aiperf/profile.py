@@ -9,10 +9,22 @@ aiperf (PyPI `aiperf`, its own venv: $TVB_AIPERF, see scripts/setup_host.sh) wri
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 EXPORT_FILE = "profile_export_aiperf.json"
+REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements" / "host-aiperf.txt"
+
+
+def pinned_version(requirements: Path = REQUIREMENTS) -> str:
+    """The aiperf release setup_host.sh installs: the file's `aiperf==X` line.  Exact on
+    purpose: the venv is keyed on the file, so a looser line would never move."""
+    for line in requirements.read_text().splitlines():
+        found = re.fullmatch(r"aiperf==(\S+)", line.split("#")[0].strip())
+        if found:
+            return found.group(1)
+    raise ValueError(f"{requirements} pins no aiperf==VERSION")
 
 
 @dataclass(frozen=True)

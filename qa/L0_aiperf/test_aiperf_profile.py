@@ -21,7 +21,7 @@ import pytest
 from qa.common import TritonServer, write_vllm_model
 from qa.common.figures import record
 
-from .profile import Profile, figures, problems, read_export
+from .profile import Profile, figures, pinned_version, problems, read_export
 
 pytestmark = [
     pytest.mark.docker, pytest.mark.e2e,
@@ -89,7 +89,9 @@ def test_aiperf_profile_of_streamed_chat_completions(server, tiny_model, tmp_pat
     assert out.returncode == 0, detail
     export = read_export(artifacts)
     assert problems(export, profile) == [], detail
-    print(f"aiperf {export.get('aiperf_version')}: {profile.requests} requests in {took:.0f} s")
+    assert export.get("aiperf_version") == pinned_version(), "the venv is not the pinned aiperf"
+    print(f"aiperf {export['aiperf_version']}: {profile.requests} requests in {took:.0f} s")
+    record("aiperf_version", export["aiperf_version"])
     for name, (value, unit) in figures(export).items():
         record(name, value, unit, f"aiperf, {profile.concurrency} streams, "
                f"{profile.input_tokens} in / {profile.output_tokens} out tokens")

@@ -3,11 +3,19 @@ export (the shapes below are those aiperf 0.13 writes)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from qa.L0_aiperf.profile import EXPORT_FILE, Profile, figures, problems, read_export
+from qa.L0_aiperf.profile import (
+    EXPORT_FILE,
+    Profile,
+    figures,
+    pinned_version,
+    problems,
+    read_export,
+)
 
 PROFILE = Profile(model="tiny", url="http://127.0.0.1:9000", tokenizer=Path("/m/tiny"),
                   output_tokens=16, requests=20)
@@ -103,3 +111,15 @@ def test_read_export(tmp_path):
     (tmp_path / "logs").mkdir()
     with pytest.raises(AssertionError, match=r"aiperf wrote no profile_export_aiperf.json .*\['logs'\]"):
         read_export(tmp_path)
+
+
+def test_the_pin_is_one_exact_release():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", pinned_version())
+
+
+def test_a_loose_or_missing_pin_is_refused(tmp_path):
+    (tmp_path / "r.txt").write_text("# comment\naiperf>=0.13\n")
+    with pytest.raises(ValueError, match="pins no aiperf==VERSION"):
+        pinned_version(tmp_path / "r.txt")
+    (tmp_path / "r.txt").write_text("aiperf==0.13.0  # the one we measured\n")
+    assert pinned_version(tmp_path / "r.txt") == "0.13.0"
