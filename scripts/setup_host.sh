@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the build and the test suite need on a fresh Debian 12 machine:
 # Debian's Docker engine (started), debootstrap and the local base image, the host
-# Python environment with vLLM (CPU) and the test tools, and Triton's server files.
+# Python environment with vLLM (CPU) and the test tools, aiperf in a venv of its own,
+# and Triton's server files.
 #
 # Prints `export` lines for the environment (eval "$(scripts/setup_host.sh)").
 # Idempotent and cached: a second run reuses what the first one made.
@@ -68,6 +69,19 @@ if [ ! -f "$venv/.complete" ]; then
 fi
 quiet_pip "$venv/bin/pip" install -q -r "$repo/requirements/host-test.txt" >&2
 
+# --- aiperf, in a venv of its own -------------------------------------------
+# Keyed on its requirements file: a new pin makes a new venv; an unchanged one is reused.
+aiperf_key=$(sha256sum "$repo/requirements/host-aiperf.txt" | cut -c1-12)
+aiperf_venv="$home/aiperf-venv-$aiperf_key"
+if [ ! -f "$aiperf_venv/.complete" ]; then
+    log "creating $aiperf_venv (aiperf: about a minute the first time)"
+    rm -rf "$aiperf_venv"
+    "$python" -m venv "$aiperf_venv"
+    quiet_pip "$aiperf_venv/bin/pip" install -q --upgrade "pip==$(pins get python_packages.pip)" >&2
+    quiet_pip "$aiperf_venv/bin/pip" install -q -r "$repo/requirements/host-aiperf.txt" >&2
+    touch "$aiperf_venv/.complete"
+fi
+
 # --- Triton server files from the nvidia-pytriton wheel --------------------
 pytriton_version=$(pins get triton.nvidia_pytriton)
 triton_home="$home/tritonserver-pytriton-$pytriton_version"
@@ -95,3 +109,4 @@ echo "export DOCKER_HOST=$DOCKER_HOST"
 echo "export TVB_VENV=$venv"
 echo "export TVB_TRITON_HOME=$triton_home"
 echo "export TVB_PYTHON_LIBDIR=$pylib"
+echo "export TVB_AIPERF=$aiperf_venv/bin/aiperf"
