@@ -12,6 +12,7 @@ import pytest
 
 from qa.common.figures import record
 from qa.L0_image.conftest import READY_TIMEOUT, docker, serve
+from tritonbuild.components.sample_model import COMPILE_CACHE_DIR as SEED
 
 pytestmark = pytest.mark.docker
 GRACE_S = 30        # docker stop -t: SIGTERM, then SIGKILL after this many seconds
@@ -33,6 +34,21 @@ def test_startup_to_ready(served):
     record("startup_to_openai_s", round(served.openai_after, 1), "s",
            "docker run to the OpenAI frontend's /v1/models")
     assert 0 < served.ready_after <= served.openai_after < READY_TIMEOUT
+
+
+def test_first_start_reads_the_compile_cache_made_at_build_time(served):
+    # The image ships the sample model's compile cache, made by serving it at build time;
+    # the entrypoint seeds the container's cache with it.  A start whose engine settings
+    # differ from the build's would compile under another key: a second entry.
+    if docker("exec", served.cid, "test", "-d", SEED, check=False).returncode != 0:
+        pytest.skip(f"no {SEED} in the image (GPU images compile at their first start)")
+
+    def entries(root: str) -> list[str]:
+        return docker("exec", served.cid, "sh", "-c",
+                      f"ls {root}/torch_compile_cache/*/").stdout.split()
+    seeded = entries(SEED)
+    assert seeded, f"{SEED} holds no compile cache"
+    assert entries("$HOME/.cache/vllm") == seeded
 
 
 def _stream(url: str, body: dict, first_event: threading.Event, outcome: dict) -> None:

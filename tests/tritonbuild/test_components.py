@@ -72,3 +72,20 @@ def test_the_frontend_is_a_service_over_http_or_else_grpc(plan_for):
     assert hook(plan_for("--endpoint=grpc", "--endpoint=openai"), "services") == [Service(
         "the OpenAI frontend", ("triton-openai", "--triton-url", "localhost:8001",
                                 "--host", "0.0.0.0", "--port", "9000"))]
+
+
+def test_the_cpu_image_ships_the_sample_models_compile_cache(plan_for):
+    from tritonbuild.components.sample_model import COMPILE_CACHE_DIR
+    cpu = render(plan_for())
+    # Made as the image's user, after the backend is in, by serving the sample model once.
+    after_user = cpu.dockerfile.split("\nUSER 1000\n", 1)[1]
+    assert "/opt/venv/bin/python /opt/triton-vllm/warm_compile_cache.py" in after_user
+    assert f"RUN install -d -o 1000 -g 1000 {COMPILE_CACHE_DIR}" in cpu.dockerfile
+    warm, _ = cpu.files["image/warm_compile_cache.py"]
+    assert f'CACHE = Path("{COMPILE_CACHE_DIR}")' in warm
+    entrypoint, _ = cpu.files["image/entrypoint.sh"]
+    assert f"seed={COMPILE_CACHE_DIR}\n" in entrypoint
+    # A GPU build has no GPU to compile on.
+    gpu = render(plan_for("--enable-gpu"))
+    assert "warm_compile_cache" not in gpu.dockerfile and COMPILE_CACHE_DIR not in gpu.dockerfile
+    assert "image/warm_compile_cache.py" not in gpu.files
