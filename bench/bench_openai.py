@@ -113,6 +113,7 @@ class LevelResult:
     results: list[RequestResult] = field(default_factory=list)
     errors: int = 0
     cpu_seconds: float | None = None  # the frontend process's CPU time during the level
+    client_cpu_seconds: float = 0.0  # this benchmark's own CPU time during the level
 
     @property
     def tokens_per_s(self) -> float:
@@ -133,7 +134,9 @@ class LevelResult:
                 "itl_p50_ms": ms(gaps, 50, 3), "itl_p99_ms": ms(gaps, 99, 3),
                 "tpot_p50_ms": ms(tpots, 50, 3), "tpot_p99_ms": ms(tpots, 99, 3),
                 "e2e_p50_ms": ms(e2es, 50), "e2e_p99_ms": ms(e2es, 99),
-                "cpu_us_per_token": self.cpu_us_per_token}
+                "cpu_us_per_token": self.cpu_us_per_token,
+                "client_cpu_us_per_token": round(
+                    self.client_cpu_seconds / max(1, sum(r.tokens for r in self.results)) * 1e6, 1)}
 
     @property
     def cpu_us_per_token(self) -> float | None:
@@ -277,8 +280,10 @@ async def run_level(target: str, make, concurrency: int, requests: int,
                     print(f"  {target} error: {err!r}", file=sys.stderr)
 
         start, cpu = time.perf_counter(), _cpu_seconds(cpu_pid)
+        own = time.process_time()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         level.seconds = time.perf_counter() - start
+        level.client_cpu_seconds = time.process_time() - own
         if cpu is not None:
             level.cpu_seconds = _cpu_seconds(cpu_pid) - cpu
         return level
@@ -419,6 +424,7 @@ def summarize(runs: dict[tuple[str, int], list[LevelResult]],
                              sum(lv.errors for lv in levels))
         if all(lv.cpu_seconds is not None for lv in levels):
             pooled.cpu_seconds = sum(lv.cpu_seconds for lv in levels)
+        pooled.client_cpu_seconds = sum(lv.client_cpu_seconds for lv in levels)
         row = pooled.row()
         row["tokens_per_s"] = round(_median([lv.tokens_per_s for lv in levels]), 1)
         row["tokens_per_s_rounds"] = [round(lv.tokens_per_s, 1) for lv in levels]
@@ -447,8 +453,8 @@ def table(summary: dict, targets=TARGETS, pairs=HOST_PAIRS) -> str:
     levels = sorted({c for _, c in by})
     lines = ["| target | conc | requests | tok/s (median) | TTFT p50 ms | TTFT p99 ms | "
              "TPOT p50 ms | TPOT p99 ms | ITL/event p50 ms | ITL/event p99 ms | "
-             "E2E p50 ms | E2E p99 ms | frontend CPU us/token | errors |",
-             "|---|" + "---|" * 13]
+             "E2E p50 ms | E2E p99 ms | frontend CPU us/token | client CPU us/token | errors |",
+             "|---|" + "---|" * 14]
     for c in levels:
         for t in targets:
             if (t, c) in by:
@@ -459,7 +465,7 @@ def table(summary: dict, targets=TARGETS, pairs=HOST_PAIRS) -> str:
                     f"{r['ttft_p50_ms']} | {r['ttft_p99_ms']} | {r['tpot_p50_ms']} | "
                     f"{r['tpot_p99_ms']} | {r['itl_p50_ms']} | {r['itl_p99_ms']} | "
                     f"{r['e2e_p50_ms']} | {r['e2e_p99_ms']} | {'-' if cpu is None else cpu} | "
-                    f"{r['errors']} |")
+                    f"{r['client_cpu_us_per_token']} | {r['errors']} |")
 
     def ratio(entry, key):
         if key not in entry:
@@ -525,7 +531,8 @@ def _run_and_report(runs, name: str, target: Target, c: int, per_level: int, r: 
     row = res.row()
     print(f"  round {r + 1} {name:18s} c={c:<3d} {res.tokens_per_s:8.0f} tok/s  "
           f"{res.requests} requests  ttft p50 {row['ttft_p50_ms']} ms  "
-          f"tpot p50 {row['tpot_p50_ms']} ms  errors {res.errors}", file=sys.stderr, flush=True)
+          f"tpot p50 {row['tpot_p50_ms']} ms  client {row['client_cpu_us_per_token']} us/token  "
+          f"errors {res.errors}", file=sys.stderr, flush=True)
     runs.setdefault((name, c), []).append(res)
 
 

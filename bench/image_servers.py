@@ -35,18 +35,16 @@ _NOT_FLAGS = {"model"}
 def vllm_server_flags(model_json: dict) -> list[str]:
     """vLLM server flags with the engine settings of a backend model.json.
 
-    Each key becomes `--key-with-dashes VALUE`; a true boolean a bare flag and a false one
-    `--no-FLAG` (vLLM's boolean flags take both forms), so a default the model.json turns
-    off is off in vLLM's server too.  Dicts and lists go as JSON, as vLLM parses them."""
+    Each key becomes `--key-with-dashes VALUE` and a true boolean a bare flag.  A false
+    boolean is left out: vLLM's store-true flags (`--disable-log-stats`) have no `--no-`
+    form and are off by default.  Dicts and lists go as JSON, as vLLM parses them."""
     flags = ["--model", str(model_json["model"])]
     for key, value in model_json.items():
-        if key in _NOT_FLAGS or value is None:
+        if key in _NOT_FLAGS or value is None or value is False:
             continue
         flag = "--" + key.replace("_", "-")
         if value is True:
             flags.append(flag)
-        elif value is False:
-            flags.append("--no-" + key.replace("_", "-"))
         elif isinstance(value, (dict, list)):
             flags += [flag, json.dumps(value)]
         else:

@@ -19,7 +19,7 @@ def test_vllm_flags_mirror_the_model_json():
                                "dtype": "bfloat16", "seed": None,
                                "limit_mm_per_prompt": {"image": 0}})
     assert flags == ["--model", "/opt/models/tiny-llama", "--max-model-len", "2048",
-                     "--no-disable-log-stats", "--enable-prefix-caching",
+                     "--enable-prefix-caching",
                      "--dtype", "bfloat16", "--limit-mm-per-prompt", '{"image": 0}']
 
 
