@@ -11,7 +11,7 @@ one load level (streaming chat, and Triton's generate_stream on ours) and reads 
 process's CPU time (user + system, all threads, from /proc on this host) before and
 after: CPU microseconds per output token, per process.  With --py-spy, it also samples
 the Python processes during a second run of the level (py-spy record, non-blocking,
-from this host: run as root) and prints, per process, the share of samples under the
+Python frames only, from this host: run as root) and prints, per process, the share of samples under the
 functions that matter for the per-token path; the raw stacks go to
 bench/results/profile-TIMESTAMP/ (open them with speedscope or flamegraph.pl).
 """
@@ -37,6 +37,7 @@ from tritonbuild.hostenv import docker_binary  # noqa: E402
 
 # What each process of a container is, from its command line.
 ROLES = [("VLLM::EngineCore", "engine core (vLLM)"),
+         ("VLLM::", "vLLM worker"),
          ("triton_python_backend_stub", "backend stub (model.py)"),
          ("tritonserver", "tritonserver"),
          ("triton-openai", "frontend (triton-openai)"),
@@ -73,6 +74,15 @@ def container_processes(container_id: str) -> dict[int, str]:
         role = role_of(args)
         if role is not None:
             found[int(pid)] = role
+    # Docker's userland proxy, on this host, carries the published ports' traffic.
+    ip = subprocess.run([docker_binary(), "inspect", "-f",
+                         "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", container_id],
+                        capture_output=True, text=True).stdout.strip()
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    for line in ps.splitlines()[1:]:
+        pid, _, args = line.strip().partition(" ")
+        if ip and "docker-proxy" in args and f"-container-ip {ip} " in args:
+            found[int(pid)] = "docker-proxy"
     return found
 
 
@@ -80,15 +90,34 @@ def cpu_seconds(pids) -> dict[int, float]:
     return {pid: bench._cpu_seconds(pid) for pid in pids}
 
 
+def thread_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds per thread name of process `pid` (threads of one name summed)."""
+    found = Counter()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # a thread that ended meanwhile
+        found[name] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return found
+
+
 def profile_level(name: str, make, concurrency: int, requests: int, pids: dict[int, str]):
     before = cpu_seconds(pids)
+    threads_before = {pid: thread_seconds(pid) for pid in pids}
     level = asyncio.run(bench.run_level(name, make, concurrency, requests))
     after = cpu_seconds(pids)
     tokens = sum(r.tokens for r in level.results)
-    per_role = Counter()
+    per_role, per_thread = Counter(), {}
     for pid, role in pids.items():
         per_role[role] += (after[pid] - before[pid]) / tokens * 1e6
-    return level, {role: round(us, 1) for role, us in per_role.items()}
+        now = thread_seconds(pid)
+        busy = {t: round((now[t] - threads_before[pid].get(t, 0.0)) / tokens * 1e6, 1)
+                for t in now}
+        per_thread[role] = dict(sorted(((t, us) for t, us in busy.items() if us >= 1.0),
+                                       key=lambda x: -x[1]))
+    return level, {role: round(us, 1) for role, us in per_role.items()}, per_thread
 
 
 def py_spy(py_spy_bin: str, pid: int, seconds: int, out: Path) -> subprocess.Popen:
@@ -143,9 +172,10 @@ def main(argv=None) -> int:
             pids = container_processes(box.id)
             for _, name, port, request in [x for x in plan if x[0] == kind]:
                 make = request(box.urls[port], MODEL, args.output_tokens)
-                level, us = profile_level(name, make, args.concurrency, requests, pids)
+                level, us, threads = profile_level(name, make, args.concurrency, requests, pids)
                 run = {"target": name, "tokens_per_s": round(level.tokens_per_s, 1),
-                       "errors": level.errors, "cpu_us_per_token": us}
+                       "errors": level.errors, "cpu_us_per_token": us,
+                       "threads_us_per_token": threads}
                 if args.py_spy:
                     run["py_spy"] = sample(args, name, make, requests, pids, out_dir)
                 report["runs"].append(run)
@@ -178,7 +208,7 @@ def sample(args, name, make, requests, pids, out_dir: Path) -> dict:
 
 
 def cpu_table(report: dict) -> str:
-    roles = [r for _, r in ROLES]
+    roles = [r for _, r in ROLES] + ["docker-proxy"]
     lines = ["| target | tok/s | " + " | ".join(roles) + " | all |",
              "|---|---|" + "---|" * (len(roles) + 1)]
     for run in report["runs"]:
@@ -188,6 +218,11 @@ def cpu_table(report: dict) -> str:
                      + f" | {sum(us.values()):.1f} |")
     lines.append(f"\nCPU microseconds per output token, c={report['concurrency']}, "
                  f"{report['output_tokens']} tokens per request, {os.cpu_count()} CPUs")
+    lines.append("\nbusiest threads (us per token):")
+    for run in report["runs"]:
+        for role, threads in run["threads_us_per_token"].items():
+            top = ", ".join(f"{t} {us}" for t, us in list(threads.items())[:6])
+            lines.append(f"  {run['target']}: {role}: {top}")
     return "\n".join(lines)
 
 
