@@ -11,9 +11,9 @@ one load level (streaming chat, and Triton's generate_stream on ours) and reads 
 process's CPU time (user + system, all threads, from /proc on this host) before and
 after: CPU microseconds per output token, per process.  With --py-spy, it also samples
 the Python processes during a second run of the level (py-spy record, non-blocking,
-Python frames only, from this host: run as root) and prints, per process, the share of samples under the
-functions that matter for the per-token path; the raw stacks go to
-bench/results/profile-TIMESTAMP/ (open them with speedscope or flamegraph.pl).
+Python frames only, from this host: run as root) and prints, per process, the share
+of samples under the functions that matter for the per-token path; the raw stacks go
+to bench/results/profile-TIMESTAMP/ (open them with speedscope or flamegraph.pl).
 """
 
 from __future__ import annotations
@@ -156,7 +156,9 @@ def main(argv=None) -> int:
     p.add_argument("--requests", type=int, default=0, help="per run (default 8x concurrency)")
     p.add_argument("--py-spy", default=None, metavar="PATH", help="sample with this py-spy too")
     p.add_argument("--seconds", type=int, default=20, help="py-spy's sampling time")
-    p.add_argument("--docker-arg", action="append", default=[], metavar="ARG")
+    p.add_argument("--docker-arg", action="append", default=[], metavar="ARG",
+                   help="an extra `docker run` argument (--docker-arg=-v --docker-arg=SRC:DST)")
+    p.add_argument("--servers", default="ours,vllm", help="which containers: ours, vllm")
     args = p.parse_args(argv)
     requests = args.requests or 8 * args.concurrency
     out_dir = bench.REPO / "bench" / "results" / f"profile-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -167,7 +169,7 @@ def main(argv=None) -> int:
     plan = [("ours", "openai-chat", "openai", bench._chat_request),
             ("ours", "triton", "triton", bench._triton_request),
             ("vllm", "vllm-chat", "openai", bench._chat_request)]
-    for kind in ("ours", "vllm"):
+    for kind in args.servers.split(","):
         with run_container(args.image, kind, model_json, docker_args=args.docker_arg) as box:
             pids = container_processes(box.id)
             for _, name, port, request in [x for x in plan if x[0] == kind]:
