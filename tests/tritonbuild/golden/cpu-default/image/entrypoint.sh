@@ -18,7 +18,7 @@ fi
 # the cache vLLM uses where that has none yet: its first start then skips most of the
 # compile.  Only a convenience: when the cache cannot be written, vLLM compiles as usual.
 seed=/opt/triton-vllm/vllm-cache
-cache="${VLLM_CACHE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm}"
+cache="${VLLM_CACHE_ROOT:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/vllm}"
 if [ -d "$seed/torch_compile_cache" ] && [ ! -e "$cache/torch_compile_cache" ]; then
     { mkdir -p "$cache" && cp -R "$seed/." "$cache/"; } 2>/dev/null \
         || echo "entrypoint: could not seed vLLM's compile cache in $cache; vLLM compiles" >&2
