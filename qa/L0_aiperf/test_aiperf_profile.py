@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -52,25 +50,12 @@ def aiperf_env() -> dict[str, str]:
     return env
 
 
-def wait_for_models(url: str, timeout: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{url}/v1/models", timeout=3) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"{url}/v1/models did not answer in {timeout:.0f} s")
-
-
 @pytest.fixture
 def server(tmp_path, tiny_model):
     repo = tmp_path / "models"
     write_vllm_model(repo, MODEL, {"model": str(tiny_model), "max_model_len": 512, "seed": 0})
     with TritonServer(repo, mounts=[tiny_model]) as server:
-        wait_for_models(server.openai_url)
+        server.wait_openai()
         yield server
 
 

@@ -231,20 +231,28 @@ class TritonServer:
             return out.stdout.strip() == "true"
         return False
 
-    def _wait(self, path: str) -> None:
-        deadline = time.monotonic() + self.timeout
+    def _wait(self, path: str, base: str | None = None, timeout: float | None = None) -> None:
+        """Poll `base + path` (Triton's HTTP port by default) until it answers 200."""
+        url, timeout = (base or self.http_url) + path, timeout or self.timeout
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.running():
                 raise ServerError(f"tritonserver exited during start-up:\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(self.http_url + path, timeout=2) as r:
+                with urllib.request.urlopen(url, timeout=2) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, OSError):
                 pass
             time.sleep(0.5)
-        raise ServerError(f"tritonserver not ready ({path}) after {self.timeout:.0f} s:\n"
-                          f"{self.log_tail()}")
+        raise ServerError(f"not ready ({url}) after {timeout:.0f} s:\n{self.log_tail()}")
+
+    def wait_openai(self, path: str = "/v1/models", timeout: float = 240.0) -> None:
+        """Wait until the image's own OpenAI frontend answers `path`."""
+        if self.openai_url is None:
+            raise ServerError("no OpenAI frontend here: it runs in container mode with the "
+                              "image's default command only")
+        self._wait(path, self.openai_url, timeout)
 
     def wait_model_ready(self, model: str, timeout: float = 240.0) -> None:
         deadline = time.monotonic() + timeout
