@@ -101,6 +101,10 @@ class TritonPythonModel:
         parameters = self.model_config.get("parameters", {})
         self.health_check = engine_config.bool_setting(parameters, "ENABLE_VLLM_HEALTH_CHECK")
         report_metrics = engine_config.bool_setting(parameters, "REPORT_CUSTOM_METRICS")
+        per_token_metrics = engine_config.bool_setting(parameters, "REPORT_PER_TOKEN_METRICS")
+        if per_token_metrics and not report_metrics:
+            raise ConfigError("REPORT_PER_TOKEN_METRICS adds a histogram to "
+                              "REPORT_CUSTOM_METRICS: set that too")
 
         # Before vLLM and torch look at the GPUs: each KIND_GPU instance gets its own.
         os.environ.update(engine_config.instance_device_env(
@@ -134,7 +138,7 @@ class TritonPythonModel:
                                   '"disable_log_stats": false in model.json')
             from triton_vllm_backend.metrics import make_factory
             labels = {"model": self.model_name, "version": str(self.version)}
-            stat_factories = [make_factory(labels, self.stat_loggers)]
+            stat_factories = [make_factory(labels, self.stat_loggers, per_token_metrics)]
 
         self._start_loop()
         try:

@@ -451,6 +451,7 @@ def test_vllm_metrics_with_model_and_version_labels(server):
     labels = f'{{model="{MODEL}",version="1"}}'
     counters = ["vllm:prompt_tokens_total", "vllm:generation_tokens_total"]
     histograms = ["vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds",
+                  "vllm:request_time_per_output_token_seconds",
                   "vllm:e2e_request_latency_seconds", "vllm:request_prompt_tokens",
                   "vllm:request_generation_tokens", "vllm:request_params_n"]
     assert _wait_for(lambda: _metric(server, "vllm:request_params_n_count") > 0, timeout=10)
@@ -465,3 +466,15 @@ def test_vllm_metrics_with_model_and_version_labels(server):
     # Two choices were asked for at least once.
     assert _metric(server, "vllm:request_params_n_sum") >= 2
     assert f"vllm:num_requests_running{labels}" in text
+
+
+def test_per_token_histogram_counts_every_gap_between_tokens(server):
+    """REPORT_PER_TOKEN_METRICS: one observation per token after the first, exactly."""
+    per_token = "vllm:time_per_output_token_seconds_count"
+    per_request = "vllm:request_time_per_output_token_seconds_count"
+    assert _wait_for(lambda: _metric(server, "vllm:num_requests_running") == 0, timeout=30)
+    tokens_before, requests_before = _metric(server, per_token), _metric(server, per_request)
+    _json(generate(server, MODEL, PROMPTS[0], {"max_tokens": 8, "ignore_eos": True}))
+    assert _wait_for(lambda: (_metric(server, per_request), _metric(server, per_token))
+                     == (requests_before + 1, tokens_before + 7), timeout=10), (
+        _metric(server, per_request) - requests_before, _metric(server, per_token) - tokens_before)

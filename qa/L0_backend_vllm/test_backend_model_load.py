@@ -201,6 +201,15 @@ def test_scheduler_gauges_follow_the_queue(server, repo, tiny_model):
         assert _gauges(server, "tiny_queue") == {"num_requests_running": 0,
                                                   "num_requests_waiting": 0,
                                                   "kv_cache_usage_perc": 0}
+        # The default set: each request's mean time per token, no per-token series.
+        labels = '{model="tiny_queue",version="1"}'
+        per_request = f"vllm:request_time_per_output_token_seconds_count{labels} 6"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and per_request not in httpx.get(server.metrics_url).text:
+            time.sleep(0.2)
+        text = httpx.get(server.metrics_url).text
+        assert per_request in text
+        assert f"vllm:time_per_output_token_seconds_count{labels}" not in text
     finally:
         unload(server, "tiny_queue")
 

@@ -98,3 +98,41 @@ def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
 
 def unload_model(name: str) -> None:
     unloaded.append(name)
+
+
+class Metric:
+    """One labelled series; records every call, as each is a round trip in the stub."""
+
+    def __init__(self, family: MetricFamily, labels: dict, buckets: list | None):
+        self.family, self.labels, self.buckets = family, labels, buckets
+        self.calls: list[tuple[str, float]] = []
+
+    def increment(self, value: float) -> None:
+        assert self.family.kind == MetricFamily.COUNTER
+        self.calls.append(("increment", value))
+
+    def set(self, value: float) -> None:
+        assert self.family.kind == MetricFamily.GAUGE
+        self.calls.append(("set", value))
+
+    def observe(self, value: float) -> None:
+        assert self.family.kind == MetricFamily.HISTOGRAM
+        self.calls.append(("observe", value))
+
+
+class MetricFamily:
+    COUNTER, GAUGE, HISTOGRAM = 0, 1, 2
+    made: dict[str, MetricFamily] = {}  # by name, every family made
+
+    def __init__(self, name: str, description: str, kind: int):
+        self.name, self.description, self.kind = name, description, kind
+        self.metrics: list[Metric] = []
+        MetricFamily.made[name] = self
+
+    def Metric(self, labels: dict, buckets: list | None = None) -> Metric:  # noqa: N802
+        # Triton's own rule: buckets for a histogram, and only for one.
+        if (self.kind == MetricFamily.HISTOGRAM) != (buckets is not None):
+            raise ValueError("buckets are for histograms")
+        metric = Metric(self, labels, buckets)
+        self.metrics.append(metric)
+        return metric
