@@ -1,5 +1,6 @@
 import pytest
 from fastapi.testclient import TestClient
+from frontend_process import Frontend
 from openai_fakes import FakeTokenizers, FakeTriton
 
 from triton_openai import FrontendConfig, build_app
@@ -32,3 +33,17 @@ def make_client(triton):
 @pytest.fixture
 def client(make_client):
     return make_client()
+
+
+@pytest.fixture
+def frontend(tmp_path):
+    """Starts real `triton-openai` processes over the fake Triton; stops them after."""
+    started: list[Frontend] = []
+
+    def start(delay: float, grace: float, *args: str) -> Frontend:
+        started.append(Frontend(tmp_path / str(len(started)), delay, grace, *args))
+        return started[-1]
+
+    yield start
+    for f in started:
+        f.stop()

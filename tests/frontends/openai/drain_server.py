@@ -1,6 +1,6 @@
 """`triton-openai`'s main() over the fake Triton, as a real process the drain tests signal.
 
-    python drain_server.py PORT DELAY GRACE
+    python drain_server.py PORT DELAY GRACE [FLAG...]
 """
 
 import sys
@@ -43,4 +43,4 @@ if __name__ == "__main__":
 
     triton_openai.app.build_app = build_with_fake
     sys.exit(cli.main(["--host", "127.0.0.1", "--port", port, "--triton-metrics-url", "",
-                       "--shutdown-timeout", grace]))
+                       "--shutdown-timeout", grace, *sys.argv[4:]]))

@@ -6,63 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
-import pytest
+from frontend_process import Frontend
 
 from triton_openai.shutdown import Drain
 from triton_openai.shutdown.server import EXIT_CUT
 
-HERE = Path(__file__).parent
 CHAT = {"model": "llm", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-
-
-class Frontend:
-    def __init__(self, tmp_path: Path, delay: float, grace: float):
-        from qa.common import free_port
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp_path / "frontend.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "drain_server.py"), str(self.port), str(delay),
-             str(grace)], stdout=self.log_path.open("wb"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/health/ready", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            assert self.proc.poll() is None, self.log
-            time.sleep(0.05)
-        raise AssertionError(f"not ready:\n{self.log}")
-
-    @property
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def frontend(tmp_path):
-    started = []
-
-    def start(delay: float, grace: float) -> Frontend:
-        started.append(Frontend(tmp_path, delay, grace))
-        return started[-1]
-
-    yield start
-    for f in started:
-        f.stop()
 
 
 async def _stream(client, url, max_tokens, first):

@@ -14,6 +14,17 @@ from .tool_parsers import parser_names as tool_parser_names
 
 API_KEY_ENV = "TRITON_OPENAI_API_KEY"
 SHUTDOWN_TIMEOUT_ENV = "TRITON_OPENAI_SHUTDOWN_TIMEOUT"
+KEEP_ALIVE_ENV = "TRITON_OPENAI_TIMEOUT_KEEP_ALIVE"
+
+
+def positive_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"a number of seconds above 0, not {value!r}")
+    return seconds
 
 
 def parse_served_names(values: list[str]) -> dict[str, list[str]]:
@@ -77,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds that requests in flight get to finish on SIGTERM; those "
                         f"still running then end with an error (or set ${SHUTDOWN_TIMEOUT_ENV}; "
                         "default: %(default)s)")
+    p.add_argument("--timeout-keep-alive", type=positive_seconds,
+                   default=os.environ.get(KEEP_ALIVE_ENV) or d.keep_alive_timeout,
+                   metavar="SECONDS",
+                   help="how long an idle keep-alive connection stays open; keep it above "
+                        "your clients' and load balancer's idle timeouts (or set "
+                        f"${KEEP_ALIVE_ENV}; default: %(default)s)")
     p.add_argument("--responses-store-size", type=int, default=d.responses_store_size, metavar="N",
                    help="responses kept in memory for GET /v1/responses/{id} and "
                         "previous_response_id, least recently used dropped first; 0 keeps none "
@@ -106,6 +123,7 @@ def config_from_args(args: argparse.Namespace) -> FrontendConfig:
         generation_config=args.generation_config, compact_json=args.compact_json,
         model_repository=args.model_repository,
         in_process=args.in_process, shutdown_timeout=args.shutdown_timeout,
+        keep_alive_timeout=args.timeout_keep_alive,
         responses_store_size=args.responses_store_size)
 
 
@@ -150,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                                log_config=None, log_level=args.log_level,
                                # What is left once the drain is over are the cut requests'
                                # error answers: a few seconds are plenty.
-                               timeout_graceful_shutdown=5)
+                               timeout_graceful_shutdown=5,
+                               timeout_keep_alive=config.keep_alive_timeout)
     server = DrainingServer(uv_config, app.state.drain, config.shutdown_timeout)
     server.run()
     status = server.exit_status

@@ -32,3 +32,8 @@ class FrontendConfig:
     in_process: bool = False
     # Seconds that in-flight streams get to finish on shutdown.
     shutdown_timeout: float = 30.0
+    # Seconds an idle keep-alive connection stays open.  Longer than the idle expiry of
+    # HTTP clients (httpx, the OpenAI SDK: 5 s) and of load balancers (60 s): a server that
+    # closes first races the client's next request on that connection, which then fails
+    # with "Server disconnected without sending a response" (uvicorn's default is 5 s).
+    keep_alive_timeout: float = 75.0
