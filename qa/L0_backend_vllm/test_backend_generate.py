@@ -300,14 +300,29 @@ def _wait_for(predicate, timeout=30.0, interval=0.1):
 LONG = {"temperature": 0, "max_tokens": 2000, "ignore_eos": True}
 
 
+GENERATED = "vllm:generation_tokens_total"
+
+
+def _settled(server, name: str) -> float:
+    """The value once it stops moving: the backend applies vLLM's statistics every 0.1 s,
+    so a count read right after a request may still grow."""
+    last = _metric(server, name)
+    for _ in range(50):
+        time.sleep(0.3)
+        now = _metric(server, name)
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"{name} kept moving")
+
+
 def _assert_generation_stopped(server, tokens_before):
-    """The request left vLLM: nothing running, and generated tokens stop well short of
-    max_tokens (the counter does not move any more)."""
-    assert _wait_for(lambda: _metric(server, "vllm:num_requests_running") == 0,
-                     timeout=5), _vllm_lines(server)
-    settled = _metric(server, "vllm:generation_tokens_total")
-    time.sleep(1.0)
-    assert _metric(server, "vllm:generation_tokens_total") == settled
+    """The request left vLLM: its tokens were counted, the count stopped well short of
+    max_tokens, and nothing runs any more."""
+    assert _wait_for(lambda: _metric(server, GENERATED) > tokens_before, timeout=5), (
+        _vllm_lines(server))
+    settled = _settled(server, GENERATED)
+    assert _metric(server, "vllm:num_requests_running") == 0, _vllm_lines(server)
     # It generated (the caller read its first tokens), and stopped well short of the end.
     assert 0 < settled - tokens_before < LONG["max_tokens"] // 2, _vllm_lines(server)
 
@@ -315,7 +330,7 @@ def _assert_generation_stopped(server, tokens_before):
 def test_grpc_cancel_aborts_the_request_in_vllm(server):
     import tritonclient.grpc as grpcclient
 
-    tokens_before = _metric(server, "vllm:generation_tokens_total")
+    tokens_before = _settled(server, GENERATED)
     log_mark = len(server.logs)
     with _grpc_stream(server, cancel_on_exit=True) as (client, results):
         client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], LONG))
@@ -354,14 +369,14 @@ def test_abort_request_before_its_request_answers_it_at_once(server):
     import tritonclient.grpc as grpcclient
 
     request_id = f"early-{uuid.uuid4().hex[:8]}"
-    tokens_before = _metric(server, "vllm:generation_tokens_total")
+    tokens_before = _settled(server, GENERATED)
     _send_abort(server, request_id)
     with _grpc_stream(server) as (client, results):
         client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], LONG),
                                   request_id=request_id, enable_empty_final_response=True)
         assert _read_to_final(results) == []  # only the empty final response
     time.sleep(0.5)
-    assert _metric(server, "vllm:generation_tokens_total") == tokens_before
+    assert _settled(server, GENERATED) == tokens_before
 
     with _grpc_stream(server) as (client, results):
         client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], GREEDY),
@@ -375,7 +390,7 @@ def test_abort_request_stops_the_named_request(server):
     import tritonclient.grpc as grpcclient
 
     request_id = f"long-{uuid.uuid4().hex[:8]}"
-    tokens_before = _metric(server, "vllm:generation_tokens_total")
+    tokens_before = _settled(server, GENERATED)
     with _grpc_stream(server) as (client, results):
         client.async_stream_infer(MODEL, _grpc_inputs(grpcclient, PROMPTS[0], LONG),
                                   request_id=request_id, enable_empty_final_response=True)
@@ -396,7 +411,7 @@ def test_abort_request_stops_the_named_request(server):
 
 
 def test_http_disconnect_aborts_the_request_in_vllm(server):
-    tokens_before = _metric(server, "vllm:generation_tokens_total")
+    tokens_before = _settled(server, GENERATED)
     log_mark = len(server.logs)
     with httpx.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
                       json=generate_body(PROMPTS[1], LONG, stream=True), timeout=60) as r:
@@ -472,8 +487,7 @@ def test_per_token_histogram_counts_every_gap_between_tokens(server):
     """REPORT_PER_TOKEN_METRICS: one observation per token after the first, exactly."""
     per_token = "vllm:time_per_output_token_seconds_count"
     per_request = "vllm:request_time_per_output_token_seconds_count"
-    assert _wait_for(lambda: _metric(server, "vllm:num_requests_running") == 0, timeout=30)
-    tokens_before, requests_before = _metric(server, per_token), _metric(server, per_request)
+    tokens_before, requests_before = _settled(server, per_token), _settled(server, per_request)
     _json(generate(server, MODEL, PROMPTS[0], {"max_tokens": 8, "ignore_eos": True}))
     assert _wait_for(lambda: (_metric(server, per_request), _metric(server, per_token))
                      == (requests_before + 1, tokens_before + 7), timeout=10), (
