@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
+from qa.common import settled
+
 from .vllm_suite import (
     MODEL,
     PROMPTS,
@@ -304,16 +306,7 @@ GENERATED = "vllm:generation_tokens_total"
 
 
 def _settled(server, name: str) -> float:
-    """The value once it stops moving: the backend applies vLLM's statistics every 0.1 s,
-    so a count read right after a request may still grow."""
-    last = _metric(server, name)
-    for _ in range(50):
-        time.sleep(0.3)
-        now = _metric(server, name)
-        if now == last:
-            return now
-        last = now
-    raise AssertionError(f"{name} kept moving")
+    return settled(lambda: _metric(server, name), name, tries=50)
 
 
 def _assert_generation_stopped(server, tokens_before):

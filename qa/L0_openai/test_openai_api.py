@@ -14,6 +14,8 @@ import jsonschema
 import openai
 import pytest
 
+from qa.common import settled
+
 from .conftest import EMBED_MODEL, LORA, MAX_MODEL_LEN, MODEL
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -342,15 +344,7 @@ def _metric(http, name: str, **labels) -> float:
 
 
 def _settled(http, name: str, **labels) -> float:
-    """The value once it stops moving (the backend applies vLLM's stats from a queue)."""
-    last = _metric(http, name, **labels)
-    for _ in range(100):
-        time.sleep(0.3)
-        now = _metric(http, name, **labels)
-        if now == last:
-            return now
-        last = now
-    raise AssertionError(f"{name} kept moving")
+    return settled(lambda: _metric(http, name, **labels), name)
 
 
 # The backend's log line when it stops a request whose client left, e.g.
