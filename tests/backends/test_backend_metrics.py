@@ -6,7 +6,6 @@ these series in qa/L0_backend_vllm."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 import time
 import types
@@ -130,20 +129,3 @@ def test_a_steady_engine_is_flushed_at_most_once_an_interval(metrics):
     increments = calls("vllm:generation_tokens_total")
     assert 2 <= len(increments) <= 7, increments
     assert sum(v for _, v in increments) > 100
-
-
-def test_per_token_metrics_alone_are_a_config_error(tmp_path):
-    spec = importlib.util.spec_from_file_location(
-        "vllm_backend_model_metrics", METRICS_PY.parents[1] / "model.py")
-    sys.modules["triton_python_backend_utils"] = pb
-    try:
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        config = {"model_transaction_policy": {"decoupled": True},
-                  "parameters": {"REPORT_PER_TOKEN_METRICS": {"string_value": "true"}}}
-        args = {"model_config": json.dumps(config), "model_name": "m", "model_version": "1",
-                "model_repository": str(tmp_path)}
-        with pytest.raises(module.ConfigError, match="set that too"):
-            module.TritonPythonModel().initialize(args)
-    finally:
-        del sys.modules["triton_python_backend_utils"]

@@ -164,6 +164,15 @@ def test_a_model_that_is_not_decoupled_fails_to_load(model_module, tmp_path):
         model_module.TritonPythonModel().initialize(args)
 
 
+def test_per_token_metrics_alone_are_a_config_error(model_module, tmp_path):
+    config = {"model_transaction_policy": {"decoupled": True},
+              "parameters": {"REPORT_PER_TOKEN_METRICS": {"string_value": "true"}}}
+    args = {"model_config": json.dumps(config), "model_name": "m", "model_version": "1",
+            "model_repository": str(tmp_path)}
+    with pytest.raises(model_module.ConfigError, match="set that too"):
+        model_module.TritonPythonModel().initialize(args)
+
+
 def test_a_stream_sends_each_step_then_the_last_as_final(serve):
     model = serve(FakeEngine(steps=("He", "llo")))
     request = generate_request(stream=True)
