@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from qa.common import settled
+from qa.common import series_total, settled
 
 from .vllm_suite import (
     MODEL,
@@ -278,10 +278,7 @@ def test_grpc_streaming(server, reference):
 
 # ------------------------------------------------------------------ cancellation
 def _metric(server, name) -> float:
-    text = httpx.get(server.metrics_url).text
-    match = re.search(rf'^{re.escape(name)}\{{model="{MODEL}",version="1"\}} (\S+)$', text,
-                      re.MULTILINE)
-    return float(match.group(1)) if match else 0.0
+    return series_total(httpx.get(server.metrics_url).text, name, model=MODEL, version="1")
 
 
 def _vllm_lines(server) -> str:

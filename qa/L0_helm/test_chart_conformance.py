@@ -25,6 +25,7 @@ import urllib.request
 
 import pytest
 
+from qa.common import series_total
 from qa.common.kubelet import Probe, docker
 
 from .release import Release, image_under_test, run_helm_tests, start_up, until
@@ -116,9 +117,8 @@ def test_liveness_holds_while_the_engine_is_busy(release):
     metrics = f"http://127.0.0.1:{release.server.port_of('metrics')}/metrics"
 
     def running() -> float:
-        text = urllib.request.urlopen(metrics, timeout=10).read().decode()
-        return sum(float(line.split()[-1]) for line in text.splitlines()
-                   if line.startswith("vllm:num_requests_running{"))
+        page = urllib.request.urlopen(metrics, timeout=10).read().decode()
+        return series_total(page, "vllm:num_requests_running")
 
     seen = []  # (seconds, requests running): the failure message shows the ramp
     with concurrent.futures.ThreadPoolExecutor(16) as pool:

@@ -14,7 +14,7 @@ import jsonschema
 import openai
 import pytest
 
-from qa.common import settled
+from qa.common import series_total, settled
 
 from .conftest import EMBED_MODEL, LORA, MAX_MODEL_LEN, MODEL
 
@@ -335,12 +335,7 @@ def test_health_and_metrics(http):
 
 def _metric(http, name: str, **labels) -> float:
     """Sum of a series on /metrics (the frontend's page carries Triton's)."""
-    want = [f'{k}="{v}"' for k, v in labels.items()]
-    total = 0.0
-    for line in http.get("/metrics").text.splitlines():
-        if line.startswith(name + "{") and all(w in line for w in want):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    return series_total(http.get("/metrics").text, name, **labels)
 
 
 def _settled(http, name: str, **labels) -> float:

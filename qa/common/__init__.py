@@ -10,7 +10,7 @@ pytest's `pythonpath` setting puts the repository root on `sys.path`, so tests i
 `from qa.common import TritonServer`.
 """
 
-from qa.common.metrics import settled
+from qa.common.metrics import series_total, settled
 from qa.common.models import (
     make_tiny_lora,
     tiny_model_path,
@@ -24,6 +24,7 @@ __all__ = [
     "TritonServer",
     "free_port",
     "make_tiny_lora",
+    "series_total",
     "settled",
     "tiny_model_path",
     "write_model_repository",

@@ -1,9 +1,20 @@
-"""Reading a figure off Triton's Prometheus page once it holds still."""
+"""Reading figures off Triton's Prometheus page."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+
+
+def series_total(page: str, name: str, **labels) -> float:
+    """The sum of `name`'s series on a Prometheus text page whose labels include
+    `labels`; 0 when there is none."""
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    total = 0.0
+    for line in page.splitlines():
+        if line.startswith(name + "{") and all(w in line for w in want):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 def settled(read: Callable[[], float], name: str, interval: float = 0.3,
