@@ -123,6 +123,8 @@ class TritonPythonModel:
         self._priority_scheduling = raw.get("scheduling_policy") == "priority"
         self.runner = engine_config.runner_of(raw)
         engine_config.check_published(parameters, raw)
+        from vllm.platforms import current_platform
+        raw = engine_config.with_amx_worker(raw, current_platform.is_cpu())
         self.adapters = lora.load_adapters(version_dir, bool(raw.get("enable_lora")))
         lora.check_published(parameters, self.adapters)
         try:

@@ -125,3 +125,22 @@ def test_instance_device_env(kind, device, env, expected):
 def test_instance_device_env_rejects_an_unseen_gpu():
     with pytest.raises(engine_config.ConfigError, match="not among CUDA_VISIBLE_DEVICES=4,6"):
         engine_config.instance_device_env("GPU", 2, {"CUDA_VISIBLE_DEVICES": "4,6"})
+
+
+def test_cpu_engines_get_the_amx_worker_hook():
+    args = {"model": "m", "enable_lora": True}
+    assert engine_config.with_amx_worker(args, on_cpu=True) == {
+        **args, "worker_extension_cls": engine_config.AMX_WORKER_EXTENSION}
+    assert "worker_extension_cls" not in args  # the caller's dict is left as it was
+    assert engine_config.with_amx_worker(args, on_cpu=False) == args
+    own = {**args, "worker_extension_cls": "mine.Extension"}
+    assert engine_config.with_amx_worker(own, on_cpu=True) == own
+
+
+def test_the_amx_hook_names_the_class_vllm_imports():
+    pytest.importorskip("torch")
+    from triton_vllm_backend import amx_worker
+
+    assert engine_config.AMX_WORKER_EXTENSION == amx_worker.QUALNAME
+    # vLLM refuses an extension whose attributes clash with its worker's.
+    assert [a for a in dir(amx_worker.AmxPermission) if not a.startswith("__")] == []

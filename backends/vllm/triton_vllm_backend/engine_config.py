@@ -110,6 +110,18 @@ def instance_device_env(instance_kind: str, device_id: object, env: dict) -> dic
     return {"CUDA_VISIBLE_DEVICES": visible[index]}
 
 
+# vLLM's worker_extension_cls that asks Linux for AMX in each CPU worker (amx_worker.py).
+AMX_WORKER_EXTENSION = "triton_vllm_backend.amx_worker.AmxPermission"
+
+
+def with_amx_worker(engine_args: dict, on_cpu: bool) -> dict:
+    """The engine arguments with the AMX worker hook, for an engine on the CPU whose
+    model.json names no worker extension of its own (one it names is left alone)."""
+    if not on_cpu or engine_args.get("worker_extension_cls"):
+        return engine_args
+    return {**engine_args, "worker_extension_cls": AMX_WORKER_EXTENSION}
+
+
 def runner_of(engine_args: dict) -> str:
     """"pooling" for embedding models, "generate" otherwise."""
     runner = engine_args.get("runner", "auto")
