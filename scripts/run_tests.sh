@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Run the whole test suite but the GPU tests: unit tests, golden files, the real image
-# build, and the end-to-end suites against a real tritonserver + vLLM on this machine,
-# then the end-to-end suites once more against a container of the image just built.
+# Run the whole test suite but the GPU tests in two passes: on this host, the unit tests,
+# golden files, the real image build and the end-to-end suites that need a server on this
+# host; then the end-to-end suites that users' image serves (qa/common/passes.py), against
+# a container of the image just built.
 #
 # Sets up what it needs first (scripts/setup_host.sh).  Extra arguments go to pytest
 # (one pass, on this host unless TVB_IMAGE names an image), e.g.
@@ -34,12 +35,16 @@ fi
 export TVB_IMAGE_TAG=${TVB_IMAGE_TAG:-tritonserver-vllm:test}
 docker image rm -f "$TVB_IMAGE_TAG" >/dev/null 2>&1 || true
 
+# The image pass's suites run once, against the image users run; the host pass keeps only
+# their host_mode tests and the OpenAI checks of the frontend's gRPC client, which the
+# image's frontend does not use (qa/common/passes.py says which suites, and why).
+mapfile -t image_suites < <("$TVB_VENV/bin/python" -m qa.common.passes)
+slowest=(--durations=30)
 status=0
-"${pytest[@]}" || status=$?
+"${pytest[@]}" -m "not gpu and (not image_pass or host_mode or grpc_transport)" "${slowest[@]}" || status=$?
 if docker image inspect "$TVB_IMAGE_TAG" >/dev/null 2>&1; then
-    echo "run_tests: the end-to-end suites again, against a container of $TVB_IMAGE_TAG"
-    TVB_IMAGE=$TVB_IMAGE_TAG "${pytest[@]}" qa/L0_backend_vllm qa/L0_openai qa/L0_lifecycle \
-        qa/L0_aiperf || status=$?
+    echo "run_tests: the end-to-end suites against a container of $TVB_IMAGE_TAG"
+    TVB_IMAGE=$TVB_IMAGE_TAG "${pytest[@]}" "${slowest[@]}" "${image_suites[@]}" || status=$?
 else
     echo "run_tests: $TVB_IMAGE_TAG was not built, so the image pass did not run" >&2
     status=1

@@ -46,9 +46,8 @@ def ready(server, name) -> bool:
 
 
 def engine_processes(server) -> list[psutil.Process]:
-    """vLLM engine-core processes under the server (host mode only)."""
-    if server.image:
-        pytest.skip("process checks need host mode")
+    """vLLM engine-core processes under the server (tests that use it are `host_mode`)."""
+    assert not server.image, "process checks need a server on this host"
     found = []
     for process in psutil.Process(server._proc.pid).children(recursive=True):
         try:
@@ -144,6 +143,7 @@ def test_unknown_lora_adapter_is_a_clear_error(server, lora_model):
     assert "unknown LoRA adapter 'chat' (this model serves: sql)" in response.json()["error"]
 
 
+@pytest.mark.host_mode
 def test_unload_ends_the_engine_and_its_processes(server, lora_model):
     assert engine_processes(server), "an engine process runs while the model is loaded"
     started = time.monotonic()
@@ -215,6 +215,7 @@ def test_scheduler_gauges_follow_the_queue(server, repo, tiny_model):
 
 
 # ------------------------------------------------------------------------ health
+@pytest.mark.host_mode
 def test_dead_engine_makes_the_model_unavailable_with_clear_errors(server, repo, tiny_model):
     write_vllm_model(repo, "tiny_health", engine_args(tiny_model),
                      parameters={"ENABLE_VLLM_HEALTH_CHECK": "true"})
@@ -231,10 +232,9 @@ def test_dead_engine_makes_the_model_unavailable_with_clear_errors(server, repo,
     assert not ready(server, "tiny_health")
 
 
+@pytest.mark.host_mode
 def test_server_stops_cleanly(server):
     """Last: stopping the server ends every model and process without hanging."""
-    if server.image:
-        pytest.skip("process checks need host mode")
     processes = psutil.Process(server._proc.pid).children(recursive=True)
     started = time.monotonic()
     code = server.stop(timeout=60)

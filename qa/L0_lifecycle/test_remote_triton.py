@@ -4,7 +4,6 @@ the streams end with an error event, and the frontend's readiness turns false.""
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 
 import httpx
@@ -18,8 +17,7 @@ from .streams import get_status, stream_chat
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(bool(os.environ.get("TVB_IMAGE")),
-                       reason="starts the frontend on this host (the first pass)"),
+    pytest.mark.host_mode,  # starts the frontend on this host, against a Triton it stops
 ]
 
 

@@ -58,6 +58,7 @@ def test_lora_adapter_is_listed_with_its_parent(http):
     assert http.get(f"/v1/models/{adapter}").json()["parent"] == MODEL
 
 
+@pytest.mark.grpc_transport
 def test_lora_adapter_serves_requests(oai):
     adapter = f"{MODEL}:{LORA}"
 
@@ -74,6 +75,7 @@ def test_lora_adapter_serves_requests(oai):
 
 # --- completions -----------------------------------------------------------------------
 
+@pytest.mark.grpc_transport
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_completion_stream_equals_non_stream(oai, prompt):
     full = oai.completions.create(model=MODEL, prompt=prompt, max_tokens=32, **GREEDY)
@@ -87,6 +89,7 @@ def test_completion_stream_equals_non_stream(oai, prompt):
     assert reasons[-1] == full.choices[0].finish_reason
 
 
+@pytest.mark.grpc_transport
 def test_completion_usage_equals_tokenizer(oai, tokenizer):
     prompt = PROMPTS[0]
     r = oai.completions.create(model=MODEL, prompt=prompt, max_tokens=7, logprobs=0,
@@ -111,6 +114,7 @@ def test_completion_length_and_default_budget(oai, tokenizer):
     assert r.usage.completion_tokens == MAX_MODEL_LEN - len(tokenizer.encode(PROMPTS[1]))
 
 
+@pytest.mark.grpc_transport
 def test_completion_list_prompts_and_n(oai):
     singles = [oai.completions.create(model=MODEL, prompt=p, max_tokens=12, **GREEDY)
                .choices[0].text for p in PROMPTS]
@@ -144,6 +148,7 @@ def test_completion_echo_stop_seed(oai):
     assert a == b
 
 
+@pytest.mark.grpc_transport
 def test_completion_logprobs(oai):
     r = oai.completions.create(model=MODEL, prompt=PROMPTS[0], max_tokens=6, logprobs=3,
                                extra_body={"ignore_eos": True}, **GREEDY)
@@ -160,6 +165,7 @@ def test_completion_logprobs(oai):
 
 # --- chat --------------------------------------------------------------------------------
 
+@pytest.mark.grpc_transport
 def test_chat_stream_equals_non_stream_and_usage(oai, tokenizer):
     full = oai.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=32, **GREEDY)
     msg = full.choices[0].message
@@ -189,6 +195,7 @@ def test_chat_logprobs_count_equals_usage(oai):
     assert all(len(t.top_logprobs) == 2 and t.logprob <= 0 for t in content)
 
 
+@pytest.mark.grpc_transport
 def test_chat_n3(oai):
     r = oai.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10, n=3,
                                     temperature=1.0, seed=3, extra_body={"ignore_eos": True})
@@ -267,6 +274,7 @@ def test_chat_required_tool_call(oai):
 
 # --- embeddings ------------------------------------------------------------------------------
 
+@pytest.mark.grpc_transport
 def test_embeddings(oai, tokenizer):
     texts = ["The quick brown fox", "Inference servers batch requests"]
     r = oai.embeddings.create(model=EMBED_MODEL, input=texts)
@@ -291,6 +299,7 @@ def test_embeddings_base64(http):
 
 # --- errors ----------------------------------------------------------------------------------
 
+@pytest.mark.grpc_transport
 def test_errors_have_openai_shape(http):
     chat = {"model": MODEL, "messages": MESSAGES, "max_tokens": 4}
     err = _error(http.post("/v1/chat/completions", json=dict(chat, temperature=7)), 400)
@@ -353,6 +362,7 @@ def _seconds_of_day(t: float) -> float:
     return tm.tm_hour * 3600 + tm.tm_min * 60 + tm.tm_sec + (t % 1)
 
 
+@pytest.mark.host_mode
 @pytest.mark.parametrize("stream", [True, False])
 def test_disconnect_frees_engine_request(stack, http, stream):
     """A client that goes away mid-stream stops the generation in vLLM within a second.

@@ -1,0 +1,30 @@
+"""Which suites `scripts/run_tests.sh` runs in its image pass.
+
+Users run the image, so every end-to-end check of these suites runs once, against a
+container of the image just built.  The host pass leaves them out, except the tests marked
+`host_mode` (they inspect a server started on this host: its processes, its log, a
+frontend on its own against a Triton elsewhere, which a container cannot show) and
+`grpc_transport` (OpenAI checks through the frontend's KServe gRPC client, its default
+`--triton-url`; the image's frontend talks HTTP to its Triton).
+
+    python -m qa.common.passes     # prints the suites, one a line, for run_tests.sh
+"""
+
+from __future__ import annotations
+
+IMAGE_PASS_SUITES = (
+    "qa/L0_backend_vllm",
+    "qa/L0_openai",
+    "qa/L0_lifecycle",
+    "qa/L0_aiperf",
+)
+
+
+def in_image_pass(relative_path: str) -> bool:
+    """Whether a test file (a path relative to the repository root) is in the image pass."""
+    path = relative_path.replace("\\", "/")
+    return any(path == suite or path.startswith(suite + "/") for suite in IMAGE_PASS_SUITES)
+
+
+if __name__ == "__main__":
+    print("\n".join(IMAGE_PASS_SUITES))

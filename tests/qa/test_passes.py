@@ -1,0 +1,27 @@
+"""The two passes of scripts/run_tests.sh: which suites run against the image."""
+
+from pathlib import Path
+
+from qa.common.passes import IMAGE_PASS_SUITES, in_image_pass
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_image_pass_suite_exists():
+    for suite in IMAGE_PASS_SUITES:
+        assert (REPO / suite).is_dir(), suite
+
+
+def test_paths_in_and_out_of_the_image_pass():
+    assert in_image_pass("qa/L0_openai/test_openai_api.py")
+    assert in_image_pass("qa/L0_openai")
+    assert not in_image_pass("qa/L0_openai_extra/test_x.py")
+    assert not in_image_pass("qa/L0_image/test_image.py")
+    assert not in_image_pass("tests/qa/test_passes.py")
+
+
+def test_run_tests_takes_the_suites_from_one_place():
+    script = (REPO / "scripts/run_tests.sh").read_text()
+    assert "qa.common.passes" in script
+    for suite in IMAGE_PASS_SUITES:
+        assert suite not in script, f"{suite} is named in run_tests.sh as well"
