@@ -2,8 +2,9 @@
 # Make the local Debian base image with debootstrap when no registry can be reached.
 #
 # Usage: scripts/make_base_image.sh [IMAGE [SUITE]]   (default local/debian:bookworm bookworm)
-# The mirror is the one this machine's apt already uses, so the image's own apt
-# sources work inside builds exactly as on the host.  Idempotent.
+# The mirror is the one this machine's apt already uses (or TVB_DEBIAN_MIRROR), so the
+# image's own apt sources work inside builds exactly as on the host; with neither, it
+# stops with an error rather than guess a host.  Idempotent.
 set -euo pipefail
 
 image="${1:-local/debian:bookworm}"
@@ -18,10 +19,17 @@ fi
 mirror="${TVB_DEBIAN_MIRROR:-}"
 if [ -z "$mirror" ]; then
     # Both apt formats keep the URL in field 2 ("URIs: URL" and "deb URL SUITE ...").
-    mirror=$( { grep -hsE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list \
-        || true; } | grep -v security | head -n 1 | awk '{print $2}')
+    # TVB_APT_SOURCES: the files to read instead (tests).
+    # shellcheck disable=SC2086
+    mirror=$( { grep -hsE '^(URIs:|deb )' \
+        ${TVB_APT_SOURCES:-/etc/apt/sources.list.d/*.sources /etc/apt/sources.list} \
+        | grep -v security || true; } | head -n 1 | awk '{print $2}')
 fi
-mirror="${mirror:-http://deb.debian.org/debian}"
+if [ -z "$mirror" ]; then
+    echo "make_base_image: no Debian mirror in apt's sources (/etc/apt/sources.list.d/*.sources," \
+        "/etc/apt/sources.list); set TVB_DEBIAN_MIRROR to the mirror debootstrap should use" >&2
+    exit 1
+fi
 
 rootfs=$(mktemp -d /var/tmp/tvb-rootfs.XXXXXX)
 trap 'rm -rf "$rootfs"' EXIT
