@@ -26,7 +26,7 @@ def test_rows_are_complete(release):
     row = ROWS[release]
     assert re.fullmatch(r"\d{2}\.(0[1-9]|1[0-2])", release)
     assert KEYS <= set(row), KEYS - set(row)
-    assert set(row) <= KEYS | {"vllm", "lock_caps", "sources"}, set(row) - KEYS
+    assert set(row) <= KEYS | {"vllm", "lock_caps", "sources", "unimportable_models"}, set(row) - KEYS
     assert re.fullmatch(r"3\.\d+", row["python"])
     assert re.fullmatch(r"2\.\d+\.\d+", row["server_version"])
     # A driver branch (R580 and later) or the exact minimum NVIDIA gives (615.61).
