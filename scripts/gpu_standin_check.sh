@@ -46,6 +46,7 @@ if [[ $steps == *4* ]]; then
     docker run --rm -e AIP_MODE=PREDICTION "$tag" versions >/dev/null
     docker run --rm -v "$repo/tritonbuild/vllm_api.py:/check/vllm_api.py:ro" \
         -v "$repo/tritonbuild/wheel_sources.py:/check/wheel_sources.py:ro" \
+        -v "$repo/tritonbuild/vllm_members.py:/check/vllm_members.py:ro" \
         -e TVB_BACKEND_DIR=/opt/tritonserver/backends/vllm \
         -e PYTHONPATH=/opt/tritonserver/backends/vllm \
         --entrypoint /opt/venv/bin/python "$tag" -c '

@@ -14,7 +14,8 @@ directory and those members, well under a MB, cached).
 The index is --pip-index-url, else PIP_INDEX_URL, else pip's own configuration.
 
 An import inside `try: ... except ImportError` is a guarded one (compat.py) and may be
-missing; every other must exist, and so must the members in MEMBERS.
+missing; every other must exist, and so must every member the backend touches
+(tritonbuild/vllm_members.py, plus the few in MEMBERS).
 """
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:
-    from . import wheel_sources
-except ImportError:  # a lone copy, beside wheel_sources.py
+    from . import vllm_members, wheel_sources
+except ImportError:  # a lone copy, beside vllm_members.py and wheel_sources.py
+    import vllm_members  # type: ignore[no-redef]
     import wheel_sources  # type: ignore[no-redef]
 
 _HERE = Path(__file__).resolve()
@@ -35,24 +37,20 @@ _HERE = Path(__file__).resolve()
 ROOT = _HERE.parents[1] if (_HERE.parents[1] / "versions.toml").exists() else _HERE.parent
 BACKEND = Path(os.environ.get("TVB_BACKEND_DIR", ROOT / "backends" / "vllm"))
 
-# Members of vLLM classes the backend calls or reads, by (module, class); a name with
-# "(a, b)" must also take those keyword arguments.
+# Members of vLLM classes the backend touches where its code does not show them to an AST
+# walk (tritonbuild/vllm_members.py finds every other use: constructors, methods and their
+# keyword arguments, attributes of the objects vLLM hands it), by (module, class); a
+# name with "(a, b)" must also take those keyword arguments.
 MEMBERS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("vllm.v1.engine.async_llm", "AsyncLLM"): (
-        "from_engine_args(stat_loggers)", "generate", "encode", "abort", "check_health",
-        "shutdown", "errored"),
-    ("vllm.sampling_params", "RequestOutputKind"): ("DELTA", "FINAL_ONLY"),
+    # Read through getattr, on an engine that may be half made.
+    ("vllm.v1.engine.async_llm", "AsyncLLM"): ("shutdown", "errored"),
+    # Given through a dict of keyword arguments.
     ("vllm.sampling_params", "SamplingParams"): (
         "output_kind", "structured_outputs", "logprobs"),
-    # What triton_vllm_backend/metrics.py reads from vLLM's statistics.
+    # triton_vllm_backend/metrics.py overrides these hooks.
     ("vllm.v1.metrics.loggers", "StatLoggerBase"): ("record", "log_engine_initialized"),
-    ("vllm.v1.metrics.stats", "SchedulerStats"): (
-        "num_running_reqs", "num_waiting_reqs", "kv_cache_usage"),
-    ("vllm.v1.metrics.stats", "IterationStats"): (
-        "num_prompt_tokens", "num_generation_tokens", "time_to_first_tokens_iter",
-        "inter_token_latencies_iter", "n_params_iter", "finished_requests"),
-    ("vllm.v1.metrics.stats", "FinishedRequestStats"): (
-        "e2e_latency", "num_prompt_tokens", "num_generation_tokens"),
+    # Reached through PoolingRequestOutput[_O].outputs, a type variable.
+    ("vllm.outputs", "PoolingOutput"): ("data",),
 }
 
 
@@ -187,7 +185,8 @@ def _self_attributes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return out
 
 
-def check(sources: Sources, uses: list[Use] | None = None) -> list[str]:
+def check(sources: Sources, uses: list[Use] | None = None,
+          backend: Path = BACKEND) -> list[str]:
     """What the backend needs and this release lacks, one line each (empty: all there)."""
     problems: list[str] = []
     trees: dict[str, ast.Module | None] = {}
@@ -220,7 +219,7 @@ def check(sources: Sources, uses: list[Use] | None = None) -> list[str]:
             for arg in filter(None, (a.strip() for a in args.rstrip(")").split(","))):
                 if arg not in found[name]:
                     problems.append(f"{module}.{cls}.{name} takes no argument {arg}")
-    return problems
+    return problems + vllm_members.check_members(sources, backend)
 
 
 def pinned_gpu_versions() -> list[str]:
