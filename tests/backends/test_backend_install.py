@@ -99,7 +99,7 @@ def test_installs_pinned_vllm_then_numpy_below_2(triton, tmp_path):
 def test_cuda_machine_gets_the_cuda_vllm(triton, tmp_path):
     host = FakeHost(tmp_path, installed={"numpy": "1.26.4"}, environ={"CUDA_VERSION": "12.6.2"})
     run(triton, host)
-    assert host.commands == [host.pip_install("vllm==0.11.0", "transformers<5")]
+    assert host.commands == [host.pip_install("vllm==0.11.0", *install.VLLM_GPU_CAPS)]
 
 
 def test_an_other_installed_vllm_is_kept_with_a_warning(triton, tmp_path):

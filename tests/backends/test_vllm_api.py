@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tritonbuild import pins, vllm_api
+from tritonbuild import pins, vllm_api, vllm_members
 
 GPU_VERSIONS = vllm_api.pinned_gpu_versions()
 
@@ -47,13 +47,49 @@ def test_installed_cpu_vllm_has_what_the_backend_uses():
 
 def test_the_check_sees_a_missing_member(monkeypatch):
     oldest = min(GPU_VERSIONS, key=lambda v: tuple(int(x) for x in v.split(".")))
-    key = ("vllm.v1.metrics.stats", "IterationStats")
-    monkeypatch.setitem(vllm_api.MEMBERS, key, vllm_api.MEMBERS[key] + ("no_such_stat",))
+    key = ("vllm.outputs", "PoolingOutput")
+    monkeypatch.setitem(vllm_api.MEMBERS, key, vllm_api.MEMBERS[key] + ("no_such_field",))
     monkeypatch.setitem(vllm_api.MEMBERS, ("vllm.v1.engine.async_llm", "AsyncLLM"),
                         ("from_engine_args(no_such_argument)",))
     assert vllm_api.check(vllm_api.Sources(oldest), []) == [
         "vllm.v1.engine.async_llm.AsyncLLM.from_engine_args takes no argument no_such_argument",
-        "vllm.v1.metrics.stats.IterationStats has no member no_such_stat"]
+        "vllm.outputs.PoolingOutput has no member no_such_field"]
+
+
+def test_members_come_from_the_backends_code():
+    oldest = min(GPU_VERSIONS, key=lambda v: tuple(int(x) for x in v.split(".")))
+    found = {(u.cls, u.member) for u in
+             vllm_members.member_uses(vllm_api.Sources(oldest), vllm_api.BACKEND)}
+    # Among them what a hand list once missed: a statistic, output attributes, and the
+    # constructors of PoolingParams and LoRARequest.
+    assert {("FinishedRequestStats", "mean_time_per_output_token"),
+            ("CompletionOutput", "text"), ("CompletionOutput", "finish_reason"),
+            ("RequestOutput", "prompt_token_ids"), ("PoolingParams", ""),
+            ("LoRARequest", ""), ("AsyncLLM", "generate")} <= found
+
+
+def test_a_new_use_in_the_backend_is_checked(tmp_path):
+    oldest = min(GPU_VERSIONS, key=lambda v: tuple(int(x) for x in v.split(".")))
+    backend = tmp_path / "vllm"
+    backend.mkdir()
+    (backend / "model.py").write_text(
+        "from vllm.lora.request import LoRARequest\n"
+        "from vllm.pooling_params import PoolingParams\n"
+        "def record(scheduler_stats, iteration_stats):\n"
+        "    done = iteration_stats.finished_requests\n"
+        "    return [r.no_such_stat for r in done], scheduler_stats.num_running_reqs\n"
+        "def outputs(request_output):\n"
+        "    by_index = {o.index: o for o in request_output.outputs}\n"
+        "    return by_index.get(0).no_such_output\n"
+        "def make(name, path):\n"
+        "    PoolingParams(no_such_task='embed')\n"
+        "    return LoRARequest(name, 1, path, 4, 5, 6, 7, 8, 9)\n")
+    problems = vllm_members.check_members(vllm_api.Sources(oldest), backend)
+    assert problems == [
+        "vllm/model.py:5: vllm.v1.metrics.stats.FinishedRequestStats.no_such_stat does not exist",
+        "vllm/model.py:8: vllm.outputs.CompletionOutput.no_such_output does not exist",
+        "vllm/model.py:10: vllm.pooling_params.PoolingParams takes no argument no_such_task",
+        "vllm/model.py:11: vllm.lora.request.LoRARequest takes 7 arguments, given 9"]
 
 
 def test_command_line_as_the_readme_shows_it():

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .base import Component, ContextItem, Stage, User
 
 __all__ = ["CpuSystem", "GpuSystem", "USER", "GPU_USER", "ENTRYPOINT", "NGC_ENTRYPOINT",
-           "AIP_MODE_HOOK"]
+           "AIP_MODE_HOOK", "NGC_TRITONSERVER"]
 
 # The non-root user the server runs as.  NGC's tritonserver images already have
 # `triton-server` with uid 1000, so the GPU image uses that one.
@@ -15,9 +15,10 @@ ENTRYPOINT = "/opt/triton-vllm/entrypoint.sh"
 # NGC's own entrypoint: it prints the banner, sets up CUDA forward compatibility on older
 # data-center drivers and sources /opt/nvidia/entrypoint.d/*.sh, then runs its arguments.
 NGC_ENTRYPOINT = "/opt/nvidia/nvidia_entrypoint.sh"
-# Sourced after NGC's 99-check-run-aip-mode.sh (names sort), which puts `tritonserver` in
-# front of the command when AIP_MODE is set (Vertex AI).
+# Sourced after NGC's 99-check-run-aip-mode.sh (names sort), which puts tritonserver's
+# full path in front of the command when AIP_MODE is set (Vertex AI).
 AIP_MODE_HOOK = "99-zz-triton-vllm-aip-mode.sh"
+NGC_TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
 
 
 class CpuSystem(Component):
@@ -61,6 +62,11 @@ class GpuSystem(CpuSystem):
 
     def project_steps(self) -> list[str]:
         return ["gpu/project-ngc-hooks.j2"]
+
+    def aip_mode_prefixes(self) -> list[str]:
+        """What NGC's Vertex AI hook may put in front of the command: the full path on its
+        release branches, a bare name in older documentation."""
+        return [NGC_TRITONSERVER, "tritonserver"]
 
     def context(self) -> list[ContextItem]:
         return [ContextItem(f"ngc/entrypoint.d/{AIP_MODE_HOOK}",

