@@ -39,7 +39,7 @@ status=0
 if docker image inspect "$TVB_IMAGE_TAG" >/dev/null 2>&1; then
     echo "run_tests: the end-to-end suites again, against a container of $TVB_IMAGE_TAG"
     TVB_IMAGE=$TVB_IMAGE_TAG "${pytest[@]}" qa/L0_backend_vllm qa/L0_openai qa/L0_lifecycle \
-        qa/L0_aiperf || status=$?
+        qa/L0_aiperf qa/L0_prometheus || status=$?
 else
     echo "run_tests: $TVB_IMAGE_TAG was not built, so the image pass did not run" >&2
     status=1

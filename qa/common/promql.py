@@ -101,6 +101,10 @@ def chart_queries() -> list[Query]:
             queries.append(Query(f"keda: {trigger['name']}", trigger["metadata"]["query"],
                                  "gauge"))
     readme = (chart.CHART / "README.md").read_text()
+    series_query = re.search(r"seriesQuery: '(.+)'", readme)
+    if series_query is None:
+        raise AssertionError("no prometheus-adapter seriesQuery in helm/README.md")
+    queries.append(Query("hpa: the adapter's seriesQuery", series_query.group(1), "gauge"))
     for hpa in (m for m in manifests if m["kind"] == "HorizontalPodAutoscaler"):
         for metric in hpa["spec"]["metrics"]:
             name = metric["pods"]["metric"]["name"]
