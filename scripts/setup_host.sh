@@ -32,10 +32,20 @@ need_apt=()
 [ -x /usr/bin/docker-registry ] || need_apt+=(docker-registry)
 [ -x /usr/bin/skopeo ] || need_apt+=(skopeo)
 [ -x /usr/bin/htpasswd ] || need_apt+=(apache2-utils)
+# The chart's alert rules (promtool check/test rules) and qa/L0_prometheus (a real
+# Prometheus scraping the image).
+[ -x /usr/bin/promtool ] || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
     log "apt-get install ${need_apt[*]}"
     apt-get update -qq >&2
+    # No package's service is started here (policy-rc.d 101): the tests start the
+    # servers they need (Prometheus among them) on free loopback ports.
+    policy=/usr/sbin/policy-rc.d made_policy=
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && made_policy=1
+    fi
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >&2
+    [ -z "$made_policy" ] || rm -f "$policy"
 fi
 
 # --- Docker engine and base image ----------------------------------------

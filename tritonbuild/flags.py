@@ -40,6 +40,8 @@ def make_parser() -> argparse.ArgumentParser:
         help="remote model repository the server is meant to read (gcs, s3, azure_storage)")
     for feature in FEATURES:
         add(feature.flag, action="store_true", help=feature.help)
+    add("--disable-metrics", action="store_true",
+        help="no metrics port (--endpoint=openai turns --enable-metrics on otherwise)")
     add("--enable-gpu", action="store_true", help="build the GPU image (NGC base, CUDA vLLM)")
     add("--enable-all", action="store_true",
         help="enable every backend, endpoint, filesystem and feature (implies --enable-gpu)")

@@ -202,11 +202,21 @@ def resolve_filesystems(r: Resolution) -> Resolved:
 
 def resolve_features(r: Resolution) -> Resolved:
     out: Resolved = {}
+    no_metrics = r.given("disable_metrics")
+    if no_metrics and (r.given("enable_metrics") or r.enable_all):
+        raise ConflictError("--disable-metrics", "true", "contradicts --enable-metrics"
+                            if r.given("enable_metrics") else "contradicts --enable-all")
     for f in FEATURES:
         if r.given("enable_" + f.field):
             out[f.field] = Sourced(True, "flag")
         elif r.enable_all:
             out[f.field] = Sourced(True, "implied", "--enable-all")
+        elif f.name == "metrics" and no_metrics:
+            out[f.field] = Sourced(False, "flag")
+        elif f.name == "metrics" and "openai" in r.value("endpoints"):
+            # The engine's gauges are what an LLM deployment scales and alerts on (the
+            # chart's HPA, KEDA trigger, dashboard and rules): an OpenAI image serves them.
+            out[f.field] = Sourced(True, "implied", "--endpoint=openai")
         else:
             out[f.field] = Sourced(False, "default")
     on = {f.name for f in FEATURES if out[f.field].value}

@@ -138,8 +138,8 @@ class TritonPythonModel:
             if engine_args.disable_log_stats:
                 raise ConfigError('REPORT_CUSTOM_METRICS needs vLLM\'s statistics: set '
                                   '"disable_log_stats": false in model.json')
-            from triton_vllm_backend.metrics import make_factory
-            labels = {"model": self.model_name, "version": str(self.version)}
+            from triton_vllm_backend.metrics import make_factory, series_labels
+            labels = series_labels(self.model_name, self.version)
             stat_factories = [make_factory(labels, self.stat_loggers, per_token_metrics)]
 
         self._start_loop()

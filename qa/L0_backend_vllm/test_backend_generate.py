@@ -453,24 +453,44 @@ def test_64_concurrent_streams_all_complete(server):
 # ------------------------------------------------------------------------ metrics
 def test_vllm_metrics_with_model_and_version_labels(server):
     _json(generate(server, MODEL, PROMPTS[0], {"max_tokens": 4, "n": 2, "ignore_eos": True}))
-    labels = f'{{model="{MODEL}",version="1"}}'
+    # vLLM's own label beside Triton's: dashboards written for `vllm serve` select on it.
+    labels = {"model": MODEL, "version": "1", "model_name": MODEL}
     counters = ["vllm:prompt_tokens_total", "vllm:generation_tokens_total"]
+    # Counters that may still be 0 after one request (the prefix cache's with prefix caching
+    # off, as on the CPU by default), and the gauges: present, labelled.
+    present = {"vllm:num_preemptions_total": "counter", "vllm:prefix_cache_hits_total": "counter",
+               "vllm:prefix_cache_queries_total": "counter",
+               "vllm:num_requests_running": "gauge", "vllm:num_requests_waiting": "gauge",
+               "vllm:kv_cache_usage_perc": "gauge"}
     histograms = ["vllm:time_to_first_token_seconds", "vllm:time_per_output_token_seconds",
                   "vllm:request_time_per_output_token_seconds",
-                  "vllm:e2e_request_latency_seconds", "vllm:request_prompt_tokens",
-                  "vllm:request_generation_tokens", "vllm:request_params_n"]
+                  "vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
+                  "vllm:request_inference_time_seconds", "vllm:request_prefill_time_seconds",
+                  "vllm:request_decode_time_seconds", "vllm:request_prompt_tokens",
+                  "vllm:request_generation_tokens", "vllm:request_params_n",
+                  "vllm:iteration_tokens_total"]
     assert _wait_for(lambda: _metric(server, "vllm:request_params_n_count") > 0, timeout=10)
     text = httpx.get(server.metrics_url).text
     for name in counters:
-        assert _metric(server, name) > 0, name
+        assert series_total(text, name, **labels) > 0, name
         assert f"# TYPE {name} counter" in text
+    for name, kind in present.items():
+        assert f"# TYPE {name} {kind}" in text
+        assert any(line.startswith(name + "{") and all(f'{k}="{v}"' in line
+                                                       for k, v in labels.items())
+                   for line in text.splitlines()), name
     for name in histograms:
         assert f"# TYPE {name} histogram" in text
-        assert _metric(server, f"{name}_count") > 0, name
-        assert f'{name}_bucket{{model="{MODEL}",version="1",le="+Inf"}}' in text, name
+        assert series_total(text, f"{name}_count", **labels) > 0, name
+        assert series_total(text, f"{name}_bucket", **labels, le="+Inf") > 0, name
     # Two choices were asked for at least once.
     assert _metric(server, "vllm:request_params_n_sum") >= 2
-    assert f"vllm:num_requests_running{labels}" in text
+    # Each finish reason has its series from the start; both choices ran to max_tokens.
+    assert "# TYPE vllm:request_success_total counter" in text
+    for reason in ("stop", "length", "abort", "error"):
+        assert f'finished_reason="{reason}"' in text, reason
+    assert series_total(text, "vllm:request_success_total", **labels,
+                        finished_reason="length") >= 2
 
 
 def test_per_token_histogram_counts_every_gap_between_tokens(server):

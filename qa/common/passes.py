@@ -17,6 +17,7 @@ IMAGE_PASS_SUITES = (
     "qa/L0_openai",
     "qa/L0_lifecycle",
     "qa/L0_aiperf",
+    "qa/L0_prometheus",
 )
 
 

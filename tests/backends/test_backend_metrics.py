@@ -5,6 +5,8 @@ these series in qa/L0_backend_vllm."""
 
 from __future__ import annotations
 
+import ast
+import enum
 import importlib.util
 import sys
 import time
@@ -17,7 +19,7 @@ import pytest
 
 METRICS_PY = (Path(__file__).resolve().parents[2] / "backends" / "vllm" / "triton_vllm_backend"
               / "metrics.py")
-LABELS = {"model": "m", "version": "1"}
+LABELS = {"model": "m", "version": "1", "model_name": "m"}
 
 
 @pytest.fixture
@@ -35,12 +37,25 @@ def metrics(monkeypatch):
     return module
 
 
+class Reason(enum.IntEnum):  # vLLM's FinishReason: an int that prints as its name
+    STOP = 0
+    LENGTH = 1
+
+    def __str__(self):
+        return self.name.lower()
+
+
 @dataclass
 class Finished:  # vLLM's FinishedRequestStats
     e2e_latency: float
     num_prompt_tokens: int
     num_generation_tokens: int
     mean_time_per_output_token: float
+    finish_reason: Reason = Reason.LENGTH
+    queued_time: float = 0.01
+    prefill_time: float = 0.02
+    inference_time: float = 0.4
+    decode_time: float = 0.38
 
 
 @dataclass
@@ -51,6 +66,13 @@ class Iteration:  # vLLM's IterationStats
     inter_token_latencies_iter: list = field(default_factory=list)
     n_params_iter: list = field(default_factory=list)
     finished_requests: list = field(default_factory=list)
+    num_preempted_reqs: int = 0
+
+
+@dataclass
+class PrefixCache:  # vLLM's PrefixCacheStats
+    queries: int = 0
+    hits: int = 0
 
 
 @dataclass
@@ -58,6 +80,7 @@ class Scheduler:  # vLLM's SchedulerStats
     num_running_reqs: int = 0
     num_waiting_reqs: int = 0
     kv_cache_usage: float = 0.0
+    prefix_cache_stats: PrefixCache = field(default_factory=PrefixCache)
 
 
 VLLM_CONFIG = types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=2048))
@@ -129,3 +152,130 @@ def test_a_steady_engine_is_flushed_at_most_once_an_interval(metrics):
     increments = calls("vllm:generation_tokens_total")
     assert 2 <= len(increments) <= 7, increments
     assert sum(v for _, v in increments) > 100
+
+
+def test_every_series_carries_model_name_beside_model_and_version(metrics):
+    metrics.TritonMetrics(metrics.series_labels("m", 1), 2048, per_token=True)
+    for family in pb.MetricFamily.made.values():
+        for metric in family.metrics:
+            assert {k: v for k, v in metric.labels.items() if k != "finished_reason"} == LABELS
+
+
+def test_request_success_has_a_series_per_finish_reason_before_any_request(metrics):
+    metrics.TritonMetrics(LABELS, 2048)
+    family = pb.MetricFamily.made["vllm:request_success_total"]
+    assert family.kind == pb.MetricFamily.COUNTER
+    assert sorted(m.labels["finished_reason"] for m in family.metrics) == sorted(
+        metrics.FINISH_REASONS)
+    assert all(m.calls == [] for m in family.metrics)
+
+
+def reason_calls(reason: str) -> list:
+    family = pb.MetricFamily.made["vllm:request_success_total"]
+    [metric] = [m for m in family.metrics if m.labels["finished_reason"] == reason]
+    return metric.calls
+
+
+def test_request_success_counts_each_reason_once_a_flush(metrics):
+    logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, flush_interval=0.2)
+    for reason in [Reason.STOP, Reason.LENGTH, Reason.LENGTH, Reason.STOP, Reason.LENGTH]:
+        logger.record(None, Iteration(finished_requests=[Finished(0.5, 5, 3, 0.01, reason)]))
+    logger.finalize()
+    assert reason_calls("stop") == [("increment", 2)]
+    assert reason_calls("length") == [("increment", 3)]
+    assert reason_calls("abort") == []
+
+
+def test_phase_times_preemptions_and_prefix_cache_are_per_request_or_per_flush(metrics):
+    logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, flush_interval=0.2)
+    for step in range(100):
+        logger.record(Scheduler(4, 1, 0.5, PrefixCache(queries=16, hits=8)), Iteration(
+            num_generation_tokens=4, num_preempted_reqs=1 if step == 50 else 0,
+            finished_requests=[Finished(0.5, 5, 100, 0.004)] * 4 if step == 99 else []))
+    logger.finalize()
+    assert calls("vllm:request_queue_time_seconds") == [("observe", 0.01)] * 4
+    assert calls("vllm:request_prefill_time_seconds") == [("observe", 0.02)] * 4
+    assert calls("vllm:request_inference_time_seconds") == [("observe", 0.4)] * 4
+    assert calls("vllm:request_decode_time_seconds") == [("observe", 0.38)] * 4
+    assert calls("vllm:num_preemptions_total") == [("increment", 1)]
+    assert calls("vllm:prefix_cache_queries_total") == [("increment", 1600)]
+    assert calls("vllm:prefix_cache_hits_total") == [("increment", 800)]
+    # The per-step histogram is opt-in with the per-token one.
+    assert "vllm:iteration_tokens_total" not in pb.MetricFamily.made
+
+
+def test_per_token_observes_each_step_in_iteration_tokens(metrics):
+    logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, per_token=True, flush_interval=0)
+    run_requests(logger, streams=4, tokens=10)
+    # The fake's steps have no prompt_token_stats: all prompt tokens count as computed.
+    assert calls("vllm:iteration_tokens_total") == [("observe", 24)] + [("observe", 4)] * 9
+
+
+# --------------------------------------------- agreement with vLLM's own Prometheus logger
+def _find_vllm() -> Path | None:
+    spec = importlib.util.find_spec("vllm")
+    return None if spec is None or spec.origin is None else Path(spec.origin).parent
+
+
+# Found at import, before the `metrics` fixture stands fakes in for vllm's modules.
+INSTALLED_VLLM = _find_vllm()
+
+
+def _installed_vllm_metrics_dir() -> Path:
+    if INSTALLED_VLLM is None:
+        pytest.skip("vLLM is not installed in this environment")
+    return INSTALLED_VLLM / "v1" / "metrics"
+
+
+def vllm_server_series(max_model_len: int) -> dict[str, tuple]:
+    """Every series of vLLM's PrometheusStatLogger, read from the installed vLLM's sources:
+    exposed name -> (kind, description, buckets)."""
+    folder = _installed_vllm_metrics_dir()
+    spec = importlib.util.spec_from_file_location("vllm_buckets", folder / "buckets.py")
+    buckets_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(buckets_module)
+    tree = ast.parse((folder / "loggers.py").read_text())
+    families = {}  # variable -> bucket family, from `x = histogram_buckets("family", ...)`
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                and getattr(node.value.func, "id", None) == "histogram_buckets"):
+            families[node.targets[0].id] = node.value.args[0].value
+    series = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("_counter_cls", "_gauge_cls", "_histogram_cls")):
+            continue
+        kw = {k.arg: k.value for k in node.keywords}
+        if "name" not in kw or not isinstance(kw["name"], ast.Constant):
+            continue
+        kind = node.func.attr[1:-4]
+        name = kw["name"].value + ("_total" if kind == "counter" else "")
+        buckets = None
+        if kind == "histogram" and isinstance(kw.get("buckets"), ast.Name):
+            buckets = list(buckets_module.histogram_buckets(
+                families[kw["buckets"].id], max_model_len=max_model_len))
+        series[name] = (kind, ast.literal_eval(kw["documentation"]), buckets)
+    return series
+
+
+def test_every_series_is_vllm_servers_own_name_type_buckets_and_meaning(metrics):
+    theirs = vllm_server_series(2048)
+    ours = {name: (kind, doc, buckets)
+            for kind, name, doc, buckets in metrics.specs(2048).values()}
+    # The per-token histogram keeps the name NVIDIA's vLLM backend gave it; vLLM's server
+    # has the same observations as vllm:inter_token_latency_seconds.
+    renamed = {"vllm:time_per_output_token_seconds": "vllm:inter_token_latency_seconds"}
+    for name, (kind, doc, buckets) in ours.items():
+        their_kind, their_doc, their_buckets = theirs[renamed.get(name, name)]
+        assert kind == their_kind, name
+        if name not in renamed:
+            assert doc == their_doc, name
+        assert buckets == their_buckets, name
+
+
+def test_the_finish_reasons_are_vllms(metrics):
+    folder = _installed_vllm_metrics_dir().parent / "engine"
+    tree = ast.parse((folder / "__init__.py").read_text())
+    [strings] = [ast.literal_eval(n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                 and getattr(n.targets[0], "id", None) == "FINISH_REASON_STRINGS"]
+    assert metrics.FINISH_REASONS == strings

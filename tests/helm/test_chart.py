@@ -30,6 +30,7 @@ CUSTOM_KINDS = {
     "HTTPRoute": "gateway.networking.k8s.io/v1",
     "ServiceMonitor": "monitoring.coreos.com/v1",
     "PodMonitor": "monitoring.coreos.com/v1",
+    "PrometheusRule": "monitoring.coreos.com/v1",
     "ScaledObject": "keda.sh/v1alpha1",
     "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1",
 }
@@ -64,7 +65,7 @@ def test_lint_strict_finds_nothing():
 
 def test_fixtures_cover_the_workload_variants():
     assert {fixture_id(p) for p in FIXTURES} >= {"default", "gpu-tp", "pvc-cache", "frontend-only",
-                                           "keda", "multi-node"}
+                                           "keda", "multi-node", "observability"}
 
 
 @pytest.mark.parametrize("values_file", FIXTURES, ids=fixture_id)
@@ -126,6 +127,12 @@ REJECTED = [
     ({"image": {"digest": "1234"}}, "at '/image/digest'"),
     ({"shm": {"sizeLimit": "lots"}}, "at '/shm/sizeLimit'"),
     ({"keda": {"kvCacheUsageThreshold": "80"}}, "at '/keda/kvCacheUsageThreshold'"),
+    ({"metrics": {"prometheusRule": {"alerts": {"kvCacheUsage": 90}}}},
+     "at '/metrics/prometheusRule/alerts/kvCacheUsage'"),
+    ({"metrics": {"prometheusRule": {"alerts": {"for": "five minutes"}}}},
+     "at '/metrics/prometheusRule/alerts/for'"),
+    ({"metrics": {"dashboard": {"labels": {"grafana_dashboard": 1}}}},
+     "at '/metrics/dashboard/labels/grafana_dashboard'"),
     ({"server": {"extraArgs": ["log-verbose=1"]}}, "at '/server/extraArgs/0'"),
     ({"probes": {"startup": {"budgetSeconds": "10m"}}},
      "at '/probes/startup/budgetSeconds': got string, want integer"),
@@ -333,7 +340,7 @@ def test_drain_ends_before_the_kubelet_kills_the_pod(grace, drain):
 # ------------------------------------------------------------------ autoscaling
 def _backend_gauges() -> set[str]:
     source = (chart.REPO_ROOT / "backends/vllm/triton_vllm_backend/metrics.py").read_text()
-    return set(re.findall(r'"gauge", "(vllm:[a-z_]+)"', source))
+    return set(re.findall(r'\(GAUGE, "(vllm:[a-z_]+)"', source))
 
 
 def test_autoscalers_read_gauges_the_backend_exports():

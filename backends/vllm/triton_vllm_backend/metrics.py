@@ -1,4 +1,9 @@
-"""vLLM's engine statistics as Triton custom metrics (`vllm:` prefix, labels model/version).
+"""vLLM's engine statistics as Triton custom metrics, under vLLM's own names.
+
+Every series carries `model_name` (the served name, the label vLLM's server and the
+dashboards written for it select on) beside Triton's `model` and `version`.  Names,
+types, buckets and meanings are vLLM's (`vllm/v1/metrics/loggers.py`,
+`vllm/v1/metrics/buckets.py`; tests/backends checks them against the installed vLLM).
 
 A vLLM stat logger receives the engine's statistics once per engine step.  Every Triton
 metric update is a round trip from the Python stub to the server (tens of microseconds of
@@ -7,12 +12,14 @@ CPU on both sides), so what is updated, and how often, is the cost:
 - `record()` only queues the numbers; one worker thread of our own applies them, off the
   engine's loop, at most every FLUSH_INTERVAL seconds, everything queued meanwhile merged
   into one update: per-step series cost a bounded number of calls a second however fast
-  the engine steps.  Gauges are set only when their value changed.
+  the engine steps.  Gauges are set only when their value changed; counters get one
+  increment per flush.
 - Histograms take one value per call, so a per-token histogram costs a round trip per
   generated token: measured, a third of the serving CPU per streamed token.  The default
-  set is per request and per step (`vllm:request_time_per_output_token_seconds` is each
-  request's mean, as vLLM's own server reports it); the per-token inter-token latency
-  histogram, `vllm:time_per_output_token_seconds`, is opt-in (`per_token`).
+  set is per request (`vllm:request_time_per_output_token_seconds` is each request's
+  mean, as vLLM's own server reports it); the per-token inter-token latency histogram,
+  `vllm:time_per_output_token_seconds`, and the per-step `vllm:iteration_tokens_total`
+  (one value per engine step: one per token for a lone stream) are opt-in (`per_token`).
 """
 
 from __future__ import annotations
@@ -25,16 +32,21 @@ import triton_python_backend_utils as pb_utils
 from vllm.v1.metrics.loggers import StatLoggerBase
 
 # Bucket bounds as vLLM's own Prometheus logger uses them (seconds, tokens).
-_TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
-_TPOT_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
-                 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
-_E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0,
-                50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
-_N_BUCKETS = [1, 2, 5, 10, 20]
+TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
+INTER_TOKEN_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+                       2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
+REQUEST_LATENCY_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+                           40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
+ITERATION_TOKENS_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+N_BUCKETS = [1, 2, 5, 10, 20]
+# vLLM's finish reasons (FINISH_REASON_STRINGS), made up front so that each series exists
+# at 0 before its first request: rate() and ratios over them then read 0, not nothing.
+# A reason a later vLLM adds gets its series at its first request.
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 
 
-def _token_buckets(max_model_len: int) -> list[float]:
+def token_buckets(max_model_len: int) -> list[float]:
     """1, 2, 5, 10, 20, 50, ... up to max_model_len (vLLM's 1-2-5 series)."""
     buckets, exponent = [], 0
     while True:
@@ -46,89 +58,133 @@ def _token_buckets(max_model_len: int) -> list[float]:
         exponent += 1
 
 
+COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 GAUGES = {"running", "waiting", "kv_cache_usage"}
-PER_TOKEN = {"tpot"}
+PER_TOKEN = {"tpot", "iteration_tokens"}
+# Series keyed by a label value: the update carries {label value: increment}.
+BY_REASON = "request_success"
 # Seconds between metric flushes: far below any scrape interval, and few enough calls.
 FLUSH_INTERVAL = 0.1
+
+
+def specs(max_model_len: int) -> dict[str, tuple]:
+    """Every series: key -> (kind, vLLM's name, vLLM's description, buckets)."""
+    tokens = token_buckets(max_model_len)
+    return {
+        "running": (GAUGE, "vllm:num_requests_running",
+                    "Number of requests in model execution batches.", None),
+        "waiting": (GAUGE, "vllm:num_requests_waiting",
+                    "Number of requests waiting to be processed.", None),
+        "kv_cache_usage": (GAUGE, "vllm:kv_cache_usage_perc",
+                           "KV-cache usage. 1 means 100 percent usage.", None),
+        "prompt_tokens": (COUNTER, "vllm:prompt_tokens_total",
+                          "Number of prefill tokens processed.", None),
+        "generation_tokens": (COUNTER, "vllm:generation_tokens_total",
+                              "Number of generation tokens processed.", None),
+        "preemptions": (COUNTER, "vllm:num_preemptions_total",
+                        "Cumulative number of preemption from the engine.", None),
+        "prefix_cache_queries": (COUNTER, "vllm:prefix_cache_queries_total",
+                                 "Prefix cache queries, in terms of number of queried "
+                                 "tokens.", None),
+        "prefix_cache_hits": (COUNTER, "vllm:prefix_cache_hits_total",
+                              "Prefix cache hits, in terms of number of cached tokens.",
+                              None),
+        BY_REASON: (COUNTER, "vllm:request_success_total",
+                    "Count of successfully processed requests.", None),
+        "ttft": (HISTOGRAM, "vllm:time_to_first_token_seconds",
+                 "Histogram of time to first token in seconds.", TTFT_BUCKETS),
+        "tpot": (HISTOGRAM, "vllm:time_per_output_token_seconds",
+                 "Histogram of time per output token in seconds.", INTER_TOKEN_BUCKETS),
+        "request_tpot": (HISTOGRAM, "vllm:request_time_per_output_token_seconds",
+                         "Histogram of time_per_output_token_seconds per request.",
+                         INTER_TOKEN_BUCKETS),
+        "e2e": (HISTOGRAM, "vllm:e2e_request_latency_seconds",
+                "Histogram of e2e request latency in seconds.", REQUEST_LATENCY_BUCKETS),
+        "queue": (HISTOGRAM, "vllm:request_queue_time_seconds",
+                  "Histogram of time spent in WAITING phase for request.",
+                  REQUEST_LATENCY_BUCKETS),
+        "inference": (HISTOGRAM, "vllm:request_inference_time_seconds",
+                      "Histogram of time spent in RUNNING phase for request.",
+                      REQUEST_LATENCY_BUCKETS),
+        "prefill": (HISTOGRAM, "vllm:request_prefill_time_seconds",
+                    "Histogram of time spent in PREFILL phase for request.",
+                    REQUEST_LATENCY_BUCKETS),
+        "decode": (HISTOGRAM, "vllm:request_decode_time_seconds",
+                   "Histogram of time spent in DECODE phase for request.",
+                   REQUEST_LATENCY_BUCKETS),
+        "prompt_per_request": (HISTOGRAM, "vllm:request_prompt_tokens",
+                               "Number of prefill tokens processed.", tokens),
+        "generation_per_request": (HISTOGRAM, "vllm:request_generation_tokens",
+                                   "Number of generation tokens processed.", tokens),
+        "iteration_tokens": (HISTOGRAM, "vllm:iteration_tokens_total",
+                             "Histogram of number of tokens per engine_step.",
+                             ITERATION_TOKENS_BUCKETS),
+        "n": (HISTOGRAM, "vllm:request_params_n",
+              "Histogram of the n request parameter.", N_BUCKETS),
+    }
 
 
 class TritonMetrics:
     """The metric families and this model's labelled series in them."""
 
     def __init__(self, labels: dict[str, str], max_model_len: int, per_token: bool = False):
-        def counter(name, doc):
-            family = pb_utils.MetricFamily(name=name, description=doc,
-                                           kind=pb_utils.MetricFamily.COUNTER)
-            return family, family.Metric(labels=labels)
-
-        def gauge(name, doc):
-            family = pb_utils.MetricFamily(name=name, description=doc,
-                                           kind=pb_utils.MetricFamily.GAUGE)
-            return family, family.Metric(labels=labels)
-
-        def histogram(name, doc, buckets):
-            family = pb_utils.MetricFamily(name=name, description=doc,
-                                           kind=pb_utils.MetricFamily.HISTOGRAM)
-            return family, family.Metric(labels=labels, buckets=buckets)
-
+        self._labels = labels
         # Families are kept referenced: a family that is garbage-collected disappears.
-        self._families = []
-        token_buckets = _token_buckets(max_model_len)
-        specs = {
-            "running": ("gauge", "vllm:num_requests_running",
-                        "Number of requests in model execution batches.", None),
-            "waiting": ("gauge", "vllm:num_requests_waiting",
-                        "Number of requests waiting to be processed.", None),
-            "kv_cache_usage": ("gauge", "vllm:kv_cache_usage_perc",
-                               "KV-cache usage. 1 means 100 percent usage.", None),
-            "prompt_tokens": ("counter", "vllm:prompt_tokens_total",
-                              "Number of prefill tokens processed.", None),
-            "generation_tokens": ("counter", "vllm:generation_tokens_total",
-                                  "Number of generation tokens processed.", None),
-            "ttft": ("histogram", "vllm:time_to_first_token_seconds",
-                     "Histogram of time to first token in seconds.", _TTFT_BUCKETS),
-            "tpot": ("histogram", "vllm:time_per_output_token_seconds",
-                     "Histogram of time per output token in seconds.", _TPOT_BUCKETS),
-            "request_tpot": ("histogram", "vllm:request_time_per_output_token_seconds",
-                             "Histogram of time_per_output_token_seconds per request.",
-                             _TPOT_BUCKETS),
-            "e2e": ("histogram", "vllm:e2e_request_latency_seconds",
-                    "Histogram of end to end request latency in seconds.", _E2E_BUCKETS),
-            "prompt_per_request": ("histogram", "vllm:request_prompt_tokens",
-                                   "Number of prefill tokens processed.", token_buckets),
-            "generation_per_request": ("histogram", "vllm:request_generation_tokens",
-                                       "Number of generation tokens processed.", token_buckets),
-            "n": ("histogram", "vllm:request_params_n",
-                  "Histogram of the n request parameter.", _N_BUCKETS),
-        }
-        if not per_token:
-            specs = {k: v for k, v in specs.items() if k not in PER_TOKEN}
-        self.series = {}
+        self._families: dict[str, object] = {}
+        self.series: dict = {}
         self._gauge_values: dict[str, float] = {}
-        for key, (kind, name, doc, buckets) in specs.items():
-            if kind == "counter":
-                family, metric = counter(name, doc)
-            elif kind == "gauge":
-                family, metric = gauge(name, doc)
+        kinds = {COUNTER: pb_utils.MetricFamily.COUNTER, GAUGE: pb_utils.MetricFamily.GAUGE,
+                 HISTOGRAM: pb_utils.MetricFamily.HISTOGRAM}
+        self._buckets: dict[str, list | None] = {}
+        for key, (kind, name, doc, buckets) in specs(max_model_len).items():
+            if key in PER_TOKEN and not per_token:
+                continue
+            self._families[key] = pb_utils.MetricFamily(name=name, description=doc,
+                                                        kind=kinds[kind])
+            self._buckets[key] = buckets
+            if key == BY_REASON:
+                self.series[key] = {}
+                for reason in FINISH_REASONS:
+                    self._reason_series(reason)
             else:
-                family, metric = histogram(name, doc, buckets)
-            self._families.append(family)
-            self.series[key] = metric
+                self.series[key] = self._make(key, labels)
+
+    def _make(self, key: str, labels: dict[str, str]):
+        buckets = self._buckets[key]
+        if buckets is None:
+            return self._families[key].Metric(labels=labels)
+        return self._families[key].Metric(labels=labels, buckets=buckets)
+
+    def _reason_series(self, reason: str):
+        by_reason = self.series[BY_REASON]
+        if reason not in by_reason:
+            by_reason[reason] = self._make(BY_REASON, {**self._labels,
+                                                       "finished_reason": reason})
+        return by_reason[reason]
 
     def apply(self, update: dict) -> None:
-        """Update the series; `update` maps series keys to a value (counters, gauges) or a
-        list of observations (histograms)."""
+        """Update the series; `update` maps series keys to a value (counters, gauges), a
+        list of observations (histograms) or {finish reason: count}."""
         for key, value in update.items():
+            if key not in self.series:  # a per-token series left out
+                continue
             metric = self.series[key]
             if key in GAUGES:
                 if self._gauge_values.get(key) != value:
                     metric.set(value)
                     self._gauge_values[key] = value
+            elif key == BY_REASON:
+                for reason, count in value.items():
+                    self._reason_series(reason).increment(count)
             elif isinstance(value, list):
                 for v in value:
                     metric.observe(v)
             elif value:
                 metric.increment(value)
+
+    def close(self) -> None:
+        self.series.clear()
+        self._families.clear()
 
 
 def merge_updates(updates: list[dict]) -> dict:
@@ -141,9 +197,58 @@ def merge_updates(updates: list[dict]) -> dict:
                 merged[key] = value
             elif isinstance(value, list):
                 merged.setdefault(key, []).extend(value)
+            elif isinstance(value, dict):
+                into = merged.setdefault(key, {})
+                for label, count in value.items():
+                    into[label] = into.get(label, 0) + count
             else:
                 merged[key] = merged.get(key, 0) + value
     return merged
+
+
+def iteration_update(iteration_stats, per_token: bool) -> dict:
+    """The series one engine step's IterationStats feeds, as an update."""
+    finished = iteration_stats.finished_requests
+    reasons: dict[str, int] = {}
+    for r in finished:
+        reason = str(r.finish_reason)
+        reasons[reason] = reasons.get(reason, 0) + 1
+    update = {
+        "prompt_tokens": iteration_stats.num_prompt_tokens,
+        "generation_tokens": iteration_stats.num_generation_tokens,
+        "preemptions": getattr(iteration_stats, "num_preempted_reqs", 0),
+        "ttft": list(iteration_stats.time_to_first_tokens_iter),
+        "n": list(iteration_stats.n_params_iter),
+        "e2e": [r.e2e_latency for r in finished],
+        "queue": [r.queued_time for r in finished],
+        "inference": [r.inference_time for r in finished],
+        "prefill": [r.prefill_time for r in finished],
+        "decode": [r.decode_time for r in finished],
+        # vLLM's own server observes it for every request (0 for a single token).
+        "request_tpot": [r.mean_time_per_output_token for r in finished],
+        "prompt_per_request": [r.num_prompt_tokens for r in finished],
+        "generation_per_request": [r.num_generation_tokens for r in finished],
+    }
+    if reasons:
+        update[BY_REASON] = reasons
+    if per_token:
+        update["tpot"] = list(iteration_stats.inter_token_latencies_iter)
+        # vLLM counts the step's computed prompt tokens (cached ones are no work).
+        prompt = getattr(iteration_stats, "prompt_token_stats", None)
+        computed = prompt.computed if prompt is not None else iteration_stats.num_prompt_tokens
+        update["iteration_tokens"] = [computed + iteration_stats.num_generation_tokens]
+    return update
+
+
+def scheduler_update(scheduler_stats) -> dict:
+    """The series one engine step's SchedulerStats feeds, as an update."""
+    update = {"running": scheduler_stats.num_running_reqs,
+              "waiting": scheduler_stats.num_waiting_reqs,
+              "kv_cache_usage": scheduler_stats.kv_cache_usage}
+    prefix = getattr(scheduler_stats, "prefix_cache_stats", None)
+    if prefix is not None:
+        update.update(prefix_cache_queries=prefix.queries, prefix_cache_hits=prefix.hits)
+    return update
 
 
 class TritonStatLogger(StatLoggerBase):
@@ -162,31 +267,11 @@ class TritonStatLogger(StatLoggerBase):
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
         update = {}
         if scheduler_stats is not None:
-            update.update(running=scheduler_stats.num_running_reqs,
-                          waiting=scheduler_stats.num_waiting_reqs,
-                          kv_cache_usage=scheduler_stats.kv_cache_usage)
+            update.update(scheduler_update(scheduler_stats))
         if iteration_stats is not None:
-            update.update(self._iteration(iteration_stats, self._per_token))
+            update.update(iteration_update(iteration_stats, self._per_token))
         if update:
             self._queue.put(update)
-
-    @staticmethod
-    def _iteration(iteration_stats, per_token: bool) -> dict:
-        finished = iteration_stats.finished_requests
-        update = {
-            "prompt_tokens": iteration_stats.num_prompt_tokens,
-            "generation_tokens": iteration_stats.num_generation_tokens,
-            "ttft": list(iteration_stats.time_to_first_tokens_iter),
-            "n": list(iteration_stats.n_params_iter),
-            "e2e": [r.e2e_latency for r in finished],
-            # vLLM's own server observes it for every request (0 for a single token).
-            "request_tpot": [r.mean_time_per_output_token for r in finished],
-            "prompt_per_request": [r.num_prompt_tokens for r in finished],
-            "generation_per_request": [r.num_generation_tokens for r in finished],
-        }
-        if per_token:
-            update["tpot"] = list(iteration_stats.inter_token_latencies_iter)
-        return update
 
     def log_engine_initialized(self):
         pass
@@ -215,9 +300,13 @@ class TritonStatLogger(StatLoggerBase):
         self._queue.put(None)
         self._thread.join(timeout=10)
         if self._metrics is not None:
-            self._metrics.series.clear()
-            self._metrics._families.clear()
+            self._metrics.close()
             self._metrics = None
+
+
+def series_labels(model_name: str, version: str) -> dict[str, str]:
+    """Triton's labels and vLLM's: `model_name` is the name clients ask for."""
+    return {"model": model_name, "version": str(version), "model_name": model_name}
 
 
 def make_factory(labels: dict[str, str], loggers: list, per_token: bool = False):

@@ -10,7 +10,7 @@ import json
 import logging
 import time
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from . import request_ids
 from .errors import AuthenticationError, BadRequestError, RequestTooLargeError
@@ -105,6 +105,14 @@ class AccessMiddleware:
                               "Time from request to the first body bytes (first token when streaming)",
                               ["path"], registry=registry,
                               buckets=(.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+        self.in_flight = Gauge("openai_frontend_requests_in_flight",
+                               "HTTP requests being served", registry=registry)
+        self.streams = Gauge("openai_frontend_streams_in_flight",
+                             "Streamed (server-sent events) responses being sent",
+                             registry=registry)
+        self.disconnects = Counter("openai_frontend_client_disconnects",
+                                   "Requests whose client went away before the response ended",
+                                   ["path"], registry=registry)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -119,31 +127,53 @@ class AccessMiddleware:
             rid = request_ids.new_id()
         header = (request_ids.HEADER.encode(), rid.encode("latin-1"))
 
+        ended = gone = streaming = False
+
+        async def receive_wrapper():
+            nonlocal gone
+            message = await receive()
+            if message["type"] == "http.disconnect" and not ended:
+                gone = True
+            return message
+
         async def send_wrapper(message):
-            nonlocal status, first
+            nonlocal status, first, ended, streaming
             if message["type"] == "http.response.start":
                 status = message["status"]
                 message["headers"] = [*message.get("headers", []), header]
-            elif first is None and message["type"] == "http.response.body" and message.get("body"):
-                first = time.perf_counter()
+                streaming = any(k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                                for k, v in message["headers"])
+                if streaming:
+                    self.streams.inc()
+            elif message["type"] == "http.response.body":
+                if first is None and message.get("body"):
+                    first = time.perf_counter()
+                if not message.get("more_body", False):
+                    ended = True
             await send(message)
 
         token = request_ids.set_current(rid)
+        self.in_flight.inc()
         try:
             if not valid:
                 await _send_error(send_wrapper, BadRequestError(
                     f"X-Request-Id must be 1 to {request_ids.MAX_LENGTH} printable ASCII "
                     "characters without spaces", param="X-Request-Id"))
             else:
-                await self.app(scope, receive, send_wrapper)
+                await self.app(scope, receive_wrapper, send_wrapper)
         finally:
             request_ids.reset_current(token)
+            self.in_flight.dec()
+            if streaming:
+                self.streams.dec()
             end = time.perf_counter()
             # The route's template, not the raw path: model ids in paths and unknown URLs
             # would otherwise grow the metric registry without bound.
             route = scope.get("route")
             label = getattr(route, "path", None) or "unmatched"
             self.requests.labels(scope["method"], label, str(status)).inc()
+            if gone:
+                self.disconnects.labels(label).inc()
             self.latency.labels(label).observe(end - start)
             if first is not None:
                 self.ttfb.labels(label).observe(first - start)

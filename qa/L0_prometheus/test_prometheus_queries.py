@@ -1,0 +1,164 @@
+"""Every PromQL expression the chart and its README carry, through a real Prometheus.
+
+Runs against a container of $TVB_IMAGE (scripts/run_tests.sh's image pass): Debian's
+`prometheus` scrapes the container's Triton metrics port (labelled as the chart's
+ServiceMonitor labels it: namespace, service, pod) and the OpenAI frontend's /metrics,
+every second, while streamed chat completions (and a few requests Triton refuses) run.
+Then each expression of qa/common/promql.py (dashboard panels, alert rules and their
+signals, KEDA triggers, the HPA's adapter queries) goes through Prometheus's HTTP API and
+must return series with plausible values: rates > 0 where the load makes them, ratios in
+[0, 1], quantiles within the latencies the client measured.  The figures are printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import threading
+import time
+
+import httpx
+import pytest
+
+from qa.common import TritonServer, promql
+
+from .prometheus import Prometheus
+
+pytestmark = [
+    pytest.mark.docker, pytest.mark.e2e, pytest.mark.timeout(1200),
+    pytest.mark.skipif(not os.environ.get("TVB_IMAGE"),
+                       reason="checks the image: runs in the image pass (TVB_IMAGE)"),
+]
+
+MODEL = "vllm_model"  # the name the image's sample repository serves
+SAMPLE_REPOSITORY = "/opt/tritonserver/model_repository"
+LOAD_SECONDS = 40
+STREAMS = 6
+MAX_TOKENS = 48
+# Figures that the load makes move: their rate must be above 0.  Not Triton's failure
+# counter: Triton counts a decoupled model's error response as a success (measured: the
+# refused requests below left nv_inference_request_failure at 0), so its panel and the
+# error-ratio alert read 0 here, and see only requests Triton itself fails.
+POSITIVE = {"dashboard: Generation tokens/s", "dashboard: Prompt tokens/s",
+            "dashboard: Finished requests/s by reason"}
+# Needs kube-state-metrics, which a cluster has and a container does not: evaluated (the
+# expression must be valid), no series expected.
+CLUSTER_ONLY = {"alert: TritonPodNotReady", "alert signal: TritonPodNotReady"}
+# Alerts that a healthy server under this load must not meet.
+QUIET = {"alert: TritonMetricsDown", "alert: VllmNoTokensWhileRunning"}
+
+
+async def _chat_load(url: str, seconds: float, latencies: list[tuple[float, float]]) -> None:
+    """STREAMS streamed chat completions at a time for `seconds`: (TTFT, whole) each."""
+    body = {"model": MODEL, "stream": True, "max_tokens": MAX_TOKENS, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "Tell me a long story about the sea."}]}
+    deadline = time.monotonic() + seconds
+
+    async def worker(client):
+        while time.monotonic() < deadline:
+            t0 = time.perf_counter()
+            first = None
+            async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
+                assert r.status_code == 200, await r.aread()
+                async for line in r.aiter_lines():
+                    if first is None and line.startswith("data: {"):
+                        first = time.perf_counter() - t0
+            latencies.append((first, time.perf_counter() - t0))
+
+    async with httpx.AsyncClient(timeout=120) as client:
+        await asyncio.gather(*(worker(client) for _ in range(STREAMS)))
+
+
+def _refused_requests(http_url: str, n: int = 3) -> None:
+    """Requests the backend answers with an error (a bad sampling parameter): Triton's
+    failure counter and the error ratio then have something to show."""
+    for _ in range(n):
+        r = httpx.post(f"{http_url}/v2/models/{MODEL}/generate", timeout=60,
+                       json={"text_input": "x", "parameters": {"temperature": -1}})
+        assert r.status_code >= 400, r.text
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    """(prometheus, client latencies, server) once the load has run LOAD_SECONDS, with
+    the last streams still in flight."""
+    root = tmp_path_factory.mktemp("prometheus")
+    (root / "unused").mkdir()
+    # The image's own sample repository, as the chart serves it by default: its model
+    # reports vLLM's metrics, and starts from the compile cache the build made.
+    # A start takes about 30 s; a 2-core machine shared with other builds took up to 10 min.
+    with TritonServer(root / "unused", env={"MODEL_REPOSITORY": SAMPLE_REPOSITORY},
+                      timeout=900) as server:
+        server.wait_openai()
+        jobs = {
+            "triton": (f"127.0.0.1:{server.metrics_port}", promql.SCRAPE_LABELS, None),
+            "openai-frontend": (f"127.0.0.1:{server.openai_port}", {}, "openai_frontend_.*"),
+        }
+        with Prometheus(root / "prom", jobs) as prom:
+            latencies: list[tuple[float, float]] = []
+            load = threading.Thread(target=lambda: asyncio.run(
+                _chat_load(server.openai_url, LOAD_SECONDS, latencies)))
+            load.start()
+            _refused_requests(server.http_url)
+            # Queried while the streams still run, so that the gauges read them.
+            load.join(LOAD_SECONDS - 8)
+            assert load.is_alive(), "the load ended early"
+            yield prom, latencies, server
+            load.join(180)
+
+
+def _bound(prom: Prometheus, histogram: str, seconds: float) -> float:
+    """The upper bound of `histogram`'s bucket for an observation of `seconds`: no
+    quantile of what the server measured can lie above it (the buckets are read off the
+    scraped series)."""
+    bounds = sorted({float(r["metric"]["le"]) for r in prom.query(f"{histogram}_bucket")})
+    return next((b for b in bounds if b >= seconds), math.inf)
+
+
+def test_prometheus_scrapes_triton_and_the_frontend(loaded):
+    prom, _, _ = loaded
+    assert prom.targets_up() == {"triton": "up", "openai-frontend": "up"}, prom.log_tail()
+    # The frontend's own series, by route and status.
+    rows = prom.query('sum by (path, status) (rate(openai_frontend_requests_total[1m]))')
+    assert any(r["metric"].get("path") == "/v1/chat/completions" and r["value"] > 0
+               for r in rows), rows
+
+
+def test_every_chart_expression_returns_plausible_series(loaded):
+    prom, latencies, _ = loaded
+    assert latencies, "the load finished no request"
+    longest = max(whole for _, whole in latencies)
+    longest_ttft = max(ttft for ttft, _ in latencies)
+    bounds = {name: _bound(prom, f"vllm:{name}_seconds", longest_ttft if name.startswith(
+        "time_to_first") else longest) for name in (
+        "time_to_first_token", "request_time_per_output_token", "e2e_request_latency",
+        "request_queue_time")}
+    report, problems = [], []
+    for q in promql.chart_queries():
+        rows = prom.query(q.expr)
+        values = [r["value"] for r in rows]
+        shown = ", ".join(f"{v:.4g}" for v in values) or "(none)"
+        report.append(f"{q.source:55s} {shown}")
+        if q.source in CLUSTER_ONLY or q.kind == "alert":
+            if q.source in QUIET and rows:
+                problems.append(f"{q.source}: fires on a healthy server: {rows}")
+            continue
+        if not rows:
+            problems.append(f"{q.source}: no series: {q.expr}")
+            continue
+        if any(math.isnan(v) or v < 0 for v in values):
+            problems.append(f"{q.source}: {values}")
+        if q.kind == "ratio" or "kv_cache_usage_perc{" in q.expr:
+            if not all(0 <= v <= 1 for v in values):
+                problems.append(f"{q.source}: outside [0, 1]: {values}")
+        if q.kind == "quantile":
+            bound = next(b for name, b in bounds.items() if f"vllm:{name}_seconds" in q.expr)
+            if not all(v <= bound for v in values):
+                problems.append(f"{q.source}: {values} above {bound} s, the bucket of the "
+                                f"longest the client measured")
+        if q.source in POSITIVE and not any(v > 0 for v in values):
+            problems.append(f"{q.source}: no rate above 0 under load: {values}")
+    print(f"\n{len(latencies)} streams, longest {longest:.2f} s, TTFT up to "
+          f"{longest_ttft:.3f} s; each expression under load:\n" + "\n".join(report))
+    assert not problems, "\n".join(problems)
