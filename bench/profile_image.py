@@ -178,7 +178,7 @@ def frame_shares(raw: Path, frames: list[str]) -> tuple[dict[str, float], list[t
             [(f, round(100 * n / total, 1)) for f, n in top.most_common(12)])
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--image", required=True)
     p.add_argument("--concurrency", type=int, default=16)
@@ -194,7 +194,11 @@ def main(argv=None) -> int:
     p.add_argument("--ours-docker-arg", action="append", default=[], metavar="ARG",
                    help="an extra `docker run` argument for our container only")
     p.add_argument("--servers", default="ours,vllm", help="which containers: ours, vllm")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     requests = args.requests or 8 * args.concurrency
     out_dir = bench.REPO / "bench" / "results" / f"profile-{time.strftime('%Y%m%d-%H%M%S')}"
     out_dir.mkdir(parents=True, exist_ok=True)

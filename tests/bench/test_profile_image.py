@@ -43,3 +43,24 @@ def test_ratios_are_taken_within_each_round():
                               "rounds": 2, "nproc": 2, "runs": []})
     assert "| serving CPU/token | 4.00 (4.00-4.00) |" in text
     assert f"| {CORE} (not counted) |" in text
+
+
+def _readme_commands() -> list[list[str]]:
+    import re
+    import shlex
+    repo = Path(__file__).resolve().parents[2]
+    found = []
+    for readme in (repo / "README.md", repo / "backends" / "vllm" / "README.md"):
+        text = readme.read_text().replace("\\\n", " ")
+        for line in re.findall(r"^.*bench/profile_image\.py .*$", text, re.MULTILINE):
+            words = shlex.split(line.split("#")[0])
+            found.append(words[words.index("bench/profile_image.py") + 1:])
+    return found
+
+
+def test_the_readmes_profile_commands_take_these_flags():
+    commands = _readme_commands()
+    assert commands
+    for argv in commands:
+        args = profile.parser().parse_args(argv)  # exits on a flag the script lacks
+        assert args.image
