@@ -2,18 +2,26 @@
 """Where the CPU goes per streamed token, process by process, in containers of an image.
 
     eval "$(scripts/setup_host.sh)"
-    python bench/profile_image.py --image tritonserver-vllm:24.10-cpu [--concurrency 32]
-        [--py-spy PATH/TO/py-spy]
+    python bench/profile_image.py --image tritonserver-vllm:24.10-cpu [--concurrency 16]
+        [--output-tokens 64] [--rounds 3] [--py-spy PATH/TO/py-spy]
 
-For each server (our entrypoint: frontend + tritonserver + the vLLM backend's stub; and
-vLLM's own OpenAI server from the same image) it starts a container, warms it up, runs
-one load level (streaming chat, and Triton's generate_stream on ours) and reads each
-process's CPU time (user + system, all threads, from /proc on this host) before and
-after: CPU microseconds per output token, per process.  With --py-spy, it also samples
-the Python processes during a second run of the level (py-spy record, non-blocking,
-Python frames only, from this host: run as root) and prints, per process, the share
-of samples under the functions that matter for the per-token path; the raw stacks go
-to bench/results/profile-TIMESTAMP/ (open them with speedscope or flamegraph.pl).
+Each round starts each server in turn (our entrypoint: frontend + tritonserver + the vLLM
+backend's stub; then vLLM's own OpenAI server from the same image; the order alternates
+from round to round), one container at a time.  On each it runs one load level (streaming
+chat, and Triton's generate_stream on ours; every request asks for exactly
+--output-tokens tokens) and reads each process's CPU time (user + system, all threads,
+from /proc on this host) before and after: CPU microseconds per output token, per
+process, next to the level's tokens/s, TTFT p50 and TPOT p50 (vLLM's per-token
+inter-token latency).  The serving side is the stub, tritonserver and the frontend for
+ours, vLLM's API server for vLLM; the engine core and its worker are listed but not
+counted (the model's compute, the same code in both).  The report gives the median of the
+rounds (lowest-highest) and each figure's ratio to vLLM's server, taken within a round.
+
+With --py-spy, it also samples the Python processes during a second run of the level in
+the first round (py-spy record, non-blocking, Python frames only, from this host: run as
+root) and prints, per process, the share of samples under the functions that matter for
+the per-token path; the raw stacks go to bench/results/profile-TIMESTAMP/ (open them with
+speedscope or flamegraph.pl), with profile.json.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -55,6 +64,17 @@ FRAMES = {
     "vLLM API server": ["chat_completion_stream_generator", "output_handler",
                         "process_outputs", "_run_once"],
 }
+
+
+# The processes that serve a token (engine core and workers are the model's compute, the
+# same in both servers, and are reported apart).
+SERVING = ["backend stub (model.py)", "tritonserver", "frontend (triton-openai)",
+           "vLLM API server"]
+ENGINE = ["engine core (vLLM)", "vLLM worker"]
+# What each container is measured with: (container, target, port, request maker).
+PLAN = [("ours", "openai-chat", "openai", bench._chat_request),
+        ("ours", "triton", "triton", bench._triton_request),
+        ("vllm", "vllm-chat", "openai", bench._chat_request)]
 
 
 def role_of(args: str) -> str | None:
@@ -120,6 +140,16 @@ def profile_level(name: str, make, concurrency: int, requests: int, pids: dict[i
     return level, {role: round(us, 1) for role, us in per_role.items()}, per_thread
 
 
+def serving_figures(us: dict[str, float]) -> dict[str, float]:
+    """The serving side of a run's CPU per token: every serving process together, and the
+    busiest one (the one that caps an instance).  The engine's processes and Docker's
+    proxy are left out: the model's compute, and the host's, the same for both servers."""
+    serving = {r: v for r, v in us.items() if r in SERVING}
+    busiest = max(serving, key=serving.get, default=None)
+    return {"serving_us": round(sum(serving.values()), 1),
+            "busiest": busiest, "busiest_us": serving.get(busiest, 0.0)}
+
+
 def py_spy(py_spy_bin: str, pid: int, seconds: int, out: Path) -> subprocess.Popen:
     return subprocess.Popen([py_spy_bin, "record", "--pid", str(pid), "--duration",
                              str(seconds), "--rate", "250", "--nonblocking", "--format", "raw",
@@ -148,40 +178,58 @@ def frame_shares(raw: Path, frames: list[str]) -> tuple[dict[str, float], list[t
             [(f, round(100 * n / total, 1)) for f, n in top.most_common(12)])
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--image", required=True)
-    p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--output-tokens", type=int, default=128)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--output-tokens", type=int, default=64)
     p.add_argument("--requests", type=int, default=0, help="per run (default 8x concurrency)")
-    p.add_argument("--py-spy", default=None, metavar="PATH", help="sample with this py-spy too")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="rounds; each starts every server in turn, the order alternating")
+    p.add_argument("--py-spy", default=None, metavar="PATH",
+                   help="sample with this py-spy too (in the first round)")
     p.add_argument("--seconds", type=int, default=20, help="py-spy's sampling time")
     p.add_argument("--docker-arg", action="append", default=[], metavar="ARG",
                    help="an extra `docker run` argument (--docker-arg=-v --docker-arg=SRC:DST)")
+    p.add_argument("--ours-docker-arg", action="append", default=[], metavar="ARG",
+                   help="an extra `docker run` argument for our container only")
     p.add_argument("--servers", default="ours,vllm", help="which containers: ours, vllm")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     requests = args.requests or 8 * args.concurrency
     out_dir = bench.REPO / "bench" / "results" / f"profile-{time.strftime('%Y%m%d-%H%M%S')}"
     out_dir.mkdir(parents=True, exist_ok=True)
     model_json = image_model_json(args.image)
     report = {"image": args.image, "concurrency": args.concurrency,
-              "output_tokens": args.output_tokens, "requests": requests, "runs": []}
-    plan = [("ours", "openai-chat", "openai", bench._chat_request),
-            ("ours", "triton", "triton", bench._triton_request),
-            ("vllm", "vllm-chat", "openai", bench._chat_request)]
-    for kind in args.servers.split(","):
-        with run_container(args.image, kind, model_json, docker_args=args.docker_arg) as box:
-            pids = container_processes(box.id)
-            for _, name, port, request in [x for x in plan if x[0] == kind]:
-                make = request(box.urls[port], MODEL, args.output_tokens)
-                level, us, threads = profile_level(name, make, args.concurrency, requests, pids)
-                run = {"target": name, "tokens_per_s": round(level.tokens_per_s, 1),
-                       "errors": level.errors, "cpu_us_per_token": us,
-                       "threads_us_per_token": threads}
-                if args.py_spy:
-                    run["py_spy"] = sample(args, name, make, requests, pids, out_dir)
-                report["runs"].append(run)
-                print(json.dumps(run), file=sys.stderr, flush=True)
+              "output_tokens": args.output_tokens, "requests": requests,
+              "rounds": args.rounds, "nproc": os.cpu_count(), "runs": []}
+    kinds = args.servers.split(",")
+    for r in range(args.rounds):
+        for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+            extra = args.docker_arg + (args.ours_docker_arg if kind == "ours" else [])
+            with run_container(args.image, kind, model_json, docker_args=extra) as box:
+                pids = container_processes(box.id)
+                for _, name, port, request in [x for x in PLAN if x[0] == kind]:
+                    make = request(box.urls[port], MODEL, args.output_tokens)
+                    level, us, threads = profile_level(name, make, args.concurrency, requests,
+                                                       pids)
+                    row = level.row()
+                    run = {"round": r + 1, "target": name,
+                           "tokens_per_s": round(level.tokens_per_s, 1),
+                           "ttft_p50_ms": row["ttft_p50_ms"], "tpot_p50_ms": row["tpot_p50_ms"],
+                           "itl_p50_ms": row["itl_p50_ms"], "errors": level.errors,
+                           "cpu_us_per_token": us, **serving_figures(us),
+                           "threads_us_per_token": threads}
+                    if args.py_spy and r == 0:
+                        run["py_spy"] = sample(args, name, make, requests, pids, out_dir)
+                    report["runs"].append(run)
+                    print(json.dumps({k: v for k, v in run.items()
+                                      if k != "threads_us_per_token"}),
+                          file=sys.stderr, flush=True)
+    report["summary"] = summarize(report["runs"])
     (out_dir / "profile.json").write_text(json.dumps(report, indent=2))
     print(cpu_table(report))
     print(f"\nwritten to {out_dir}", file=sys.stderr)
@@ -209,19 +257,84 @@ def sample(args, name, make, requests, pids, out_dir: Path) -> dict:
     return found
 
 
+# The figures compared with vLLM's server, as (name, what of a run).
+_FIGURES = [("serving CPU/token", "serving_us"), ("busiest process CPU/token", "busiest_us"),
+            ("tok/s", "tokens_per_s"), ("TTFT p50", "ttft_p50_ms"),
+            ("TPOT p50", "tpot_p50_ms")]
+
+
+def _spread(values: list[float]) -> dict | None:
+    values = [v for v in values if v == v]  # NaN: a figure a run did not have
+    if not values:
+        return None
+    return {"median": round(statistics.median(values), 2), "min": round(min(values), 2),
+            "max": round(max(values), 2)}
+
+
+def summarize(runs: list[dict], reference: str = "vllm-chat") -> dict:
+    """Per target: the median (lowest, highest) of each figure over the rounds, per process
+    too; and each figure's ratio to vLLM's server, taken within each round (the rounds
+    alternate, so a host that slows down for a while slows both)."""
+    targets = list(dict.fromkeys(run["target"] for run in runs))
+    by_round = {(run["target"], run["round"]): run for run in runs}
+    rounds = sorted({run["round"] for run in runs})
+    out = {}
+    for target in targets:
+        mine = [run for run in runs if run["target"] == target]
+        roles = list(dict.fromkeys(role for run in mine for role in run["cpu_us_per_token"]))
+        entry = {"figures": {key: _spread([float(run[key]) for run in mine])
+                             for _, key in _FIGURES},
+                 "processes": {role: _spread([run["cpu_us_per_token"].get(role, float("nan"))
+                                              for run in mine]) for role in roles},
+                 "busiest": Counter(run["busiest"] for run in mine).most_common(1)[0][0]}
+        if target != reference:
+            pairs = [(by_round[(target, r)], by_round[(reference, r)]) for r in rounds
+                     if (target, r) in by_round and (reference, r) in by_round]
+            entry["vs_" + reference] = {
+                key: _spread([a[key] / b[key] if b[key] else float("nan") for a, b in pairs])
+                for _, key in _FIGURES}
+        out[target] = entry
+    return out
+
+
+def _fmt(spread: dict | None, digits: int = 0) -> str:
+    if spread is None:
+        return "-"
+    return (f"{spread['median']:.{digits}f} ({spread['min']:.{digits}f}-"
+            f"{spread['max']:.{digits}f})")
+
+
 def cpu_table(report: dict) -> str:
-    roles = [r for _, r in ROLES] + ["docker-proxy"]
-    lines = ["| target | tok/s | " + " | ".join(roles) + " | all |",
-             "|---|---|" + "---|" * (len(roles) + 1)]
+    summary = report["summary"]
+    roles = [r for r in SERVING + ENGINE + ["docker-proxy"]
+             if any(r in s["processes"] for s in summary.values())]
+    lines = ["| per output token | " + " | ".join(summary) + " |",
+             "|---|" + "---|" * len(summary)]
+    for role in roles:
+        lines.append(f"| {role}{'' if role in SERVING else ' (not counted)'} | "
+                     + " | ".join(_fmt(s["processes"].get(role)) for s in summary.values())
+                     + " |")
+    for label, key in _FIGURES:
+        digits = 1 if key.endswith("_ms") else 0
+        lines.append(f"| {label} | " + " | ".join(_fmt(s["figures"][key], digits)
+                                                   for s in summary.values()) + " |")
+    lines.append("\nCPU microseconds per output token (median of the rounds, lowest-highest), "
+                 f"c={report['concurrency']}, {report['output_tokens']} tokens per request, "
+                 f"{report['rounds']} rounds, {report['nproc']} CPUs; serving = "
+                 + " + ".join(SERVING))
+    ratios = [(t, s) for t, s in summary.items() if "vs_vllm-chat" in s]
+    if ratios:
+        lines += ["", "| ratio to vLLM's server, within each round | " + " | ".join(
+                      t for t, _ in ratios) + " |", "|---|" + "---|" * len(ratios)]
+        for label, key in _FIGURES:
+            lines.append(f"| {label} | " + " | ".join(_fmt(s["vs_vllm-chat"][key], 2)
+                                                       for _, s in ratios) + " |")
+        lines.append("\nbusiest serving process: " + ", ".join(
+            f"{t}: {s['busiest']}" for t, s in ratios))
+    lines.append("\nbusiest threads, first round (us per token):")
     for run in report["runs"]:
-        us = run["cpu_us_per_token"]
-        lines.append(f"| {run['target']} | {run['tokens_per_s']:.0f} | "
-                     + " | ".join(str(us.get(r, "-")) for r in roles)
-                     + f" | {sum(us.values()):.1f} |")
-    lines.append(f"\nCPU microseconds per output token, c={report['concurrency']}, "
-                 f"{report['output_tokens']} tokens per request, {os.cpu_count()} CPUs")
-    lines.append("\nbusiest threads (us per token):")
-    for run in report["runs"]:
+        if run["round"] != 1:
+            continue
         for role, threads in run["threads_us_per_token"].items():
             top = ", ".join(f"{t} {us}" for t, us in list(threads.items())[:6])
             lines.append(f"  {run['target']}: {role}: {top}")

@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from triton_vllm_backend import (  # noqa: E402
     abort,
+    coalesce,
     compact_json,
     engine_config,
     io_spec,
@@ -105,6 +106,7 @@ class TritonPythonModel:
         if per_token_metrics and not report_metrics:
             raise ConfigError("REPORT_PER_TOKEN_METRICS adds a histogram to "
                               "REPORT_CUSTOM_METRICS: set that too")
+        max_interval = coalesce.max_interval(parameters, os.environ)
 
         # Before vLLM and torch look at the GPUs: each KIND_GPU instance gets its own.
         os.environ.update(engine_config.instance_device_env(
@@ -150,6 +152,9 @@ class TritonPythonModel:
             raise
         from vllm import SamplingParams
         self._sampling_fields = set(SamplingParams.__struct_fields__)
+        # A vLLM without per-request stream intervals (the GPU image's 0.11) streams every
+        # token, as before.
+        self._max_interval = max_interval if "stream_interval" in self._sampling_fields else 1
         self._serve_with(engine)
         self.logger.log_info(f"[vllm] {self.model_name} ready ({self.runner}, "
                              f"model {raw['model']})")
@@ -168,6 +173,8 @@ class TritonPythonModel:
         # lets go of the request object, the Python backend releases the request in
         # Triton, and a client that leaves after that is never flagged as cancelled.
         self._requests = RequestsInFlight()
+        self._streams = 0  # streaming requests in flight, counted on the loop
+        self._max_interval = 1
         self._healthy = True
 
     def _serve_with(self, engine):
@@ -301,6 +308,21 @@ class TritonPythonModel:
         self._send(sender, None, final=True)
 
     async def _generate(self, job: GenerateJob, sender):
+        if not job.stream:
+            await self._generate_outputs(job, sender)
+            return
+        self._streams += 1
+        try:
+            # Under load, more tokens per response (see coalesce.py); a client's own
+            # stream_interval is kept as it asked.
+            if self._max_interval > 1 and job.sampling.stream_interval is None:
+                job.sampling.stream_interval = coalesce.interval_for(self._streams,
+                                                                     self._max_interval)
+            await self._generate_outputs(job, sender)
+        finally:
+            self._streams -= 1
+
+    async def _generate_outputs(self, job: GenerateJob, sender):
         sampling = job.sampling
         # Streams ask vLLM for deltas: each output then carries only what is new, and
         # when this loop falls behind the engine, vLLM merges the deltas waiting for it

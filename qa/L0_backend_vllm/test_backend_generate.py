@@ -450,6 +450,40 @@ def test_64_concurrent_streams_all_complete(server):
     print(f"64 streams x 24 tokens in {elapsed:.1f} s")
 
 
+def test_concurrent_streams_carry_more_tokens_each_and_lose_none(server, reference):
+    """Eight greedy streams at once: the backend sends several tokens per response (see
+    coalesce.py), yet every stream starts with its first token alone, ends with the
+    last, adds up to the exact count and joins into the offline engine's text."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i):
+        return generate_stream(server, MODEL, PROMPTS[i % len(PROMPTS)], GREEDY,
+                               return_num_output_tokens=True, return_finish_reason=True)
+
+    with ThreadPoolExecutor(8) as pool:
+        streams = list(pool.map(one, range(8)))
+    for i, events in enumerate(streams):
+        assert all("error" not in e for e in events), events
+        counts = [e["num_output_tokens"] for e in events]
+        assert counts[0] == 1, counts
+        assert sum(counts) == GREEDY["max_tokens"], counts
+        assert "".join(e["text_output"] for e in events) == reference[i % len(PROMPTS)]["text"]
+        assert events[-1]["finish_reason"] == "length"
+
+
+def test_a_clients_stream_interval_is_kept(server, reference):
+    events = generate_stream(server, MODEL, PROMPTS[2], {**GREEDY, "stream_interval": 3},
+                             return_num_output_tokens=True)
+    counts = [e["num_output_tokens"] for e in events]
+    # The first token at once, then at least three per response, the rest with the end.
+    assert counts[0] == 1 and all(n >= 3 for n in counts[1:-1]), counts
+    assert sum(counts) == GREEDY["max_tokens"]
+    assert "".join(e["text_output"] for e in events) == reference[2]["text"]
+    alone = generate_stream(server, MODEL, PROMPTS[2], {**GREEDY, "stream_interval": 1},
+                            return_num_output_tokens=True)
+    assert len(alone) > len(events)
+
+
 # ------------------------------------------------------------------------ metrics
 def test_vllm_metrics_with_model_and_version_labels(server):
     _json(generate(server, MODEL, PROMPTS[0], {"max_tokens": 4, "n": 2, "ignore_eos": True}))

@@ -36,8 +36,8 @@ def model_module():
 
 # ------------------------------------------------------------------ fake vLLM
 class Sampling:  # vLLM's SamplingParams
-    def __init__(self, n: int = 1):
-        self.n = n
+    def __init__(self, n: int = 1, stream_interval: int | None = None):
+        self.n, self.stream_interval = n, stream_interval
 
 
 class FakeEngine:
@@ -49,12 +49,14 @@ class FakeEngine:
         self.started: list[str] = []
         self.aborted: list[str] = []
         self.priorities: list[int] = []
+        self.intervals: list[int | None] = []  # each request's stream_interval
         self.running = threading.Event()
         self._abort = asyncio.Event()
 
     async def generate(self, prompt, sampling, request_id, lora_request=None, priority=0):
         self.started.append(request_id)
         self.priorities.append(priority)
+        self.intervals.append(sampling.stream_interval)
         self.running.set()
         for i, text in enumerate(self.steps):
             last = i == len(self.steps) - 1 and not self.hold
@@ -85,8 +87,9 @@ def serve(model_module):
         model.health_check, model.stat_loggers = False, []
         # vLLM's SamplingParams, as far as model.py looks into it.
         def sampling_params(raw, stream, need_logprobs=False):
-            parsed = params.parse_sampling_parameters(raw, set())
-            return Sampling(parsed.get("n", 1)), None, parsed.get(params.PRIORITY, 0)
+            parsed = params.parse_sampling_parameters(raw, {"stream_interval"})
+            return (Sampling(parsed.get("n", 1), parsed.get("stream_interval")), None,
+                    parsed.get(params.PRIORITY, 0))
 
         model._sampling_params = sampling_params
         model._priority_scheduling = False
@@ -310,3 +313,37 @@ def test_a_request_still_running_at_unload_gets_an_error_not_a_silent_end(serve,
     assert all(r is None for r in responses[responses.index(errors[0]) + 1:])
     assert engine.aborted == engine.started
 
+
+
+def test_streams_carry_more_tokens_per_response_as_more_streams_run(serve):
+    model = serve(FakeEngine(steps=("x",), hold=True))
+    model._max_interval = 4
+    streams = [generate_request(f"s{i}") for i in range(6)]
+    whole = generate_request("w", stream=False)
+    own = generate_request("own", sampling_parameters=text('{"stream_interval": 1}'))
+    model.execute([*streams, whole, own])
+    _wait_for(lambda: len(model.engine.intervals) == 8)
+    # The first four streams get every token; the fifth and sixth two at a time; a
+    # complete answer is not a stream; a client's own interval is kept.
+    assert model.engine.intervals == [1, 1, 1, 1, 2, 2, None, 1]
+    model._run(model.engine.abort(["all"]))
+    for request in [*streams, own]:
+        request.sender.wait()
+    assert model._streams == 0
+
+
+def test_coalescing_off_leaves_the_interval_to_vllm(serve):
+    model = serve(FakeEngine(steps=("x",)))  # _max_interval 1: as on a vLLM without it
+    requests = [generate_request(f"s{i}") for i in range(6)]
+    model.execute(requests)
+    for request in requests:
+        request.sender.wait()
+    assert model.engine.intervals == [None] * 6
+
+
+def _wait_for(condition, timeout=5.0):
+    import time
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)

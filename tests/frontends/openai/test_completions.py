@@ -47,6 +47,15 @@ def test_sampling_parameters_reach_the_backend(client, triton):
                   "frequency_penalty": 0.2, "stop": ["x"], "max_tokens": 3, "logprobs": 2}
 
 
+def test_a_stream_interval_reaches_the_backend_and_a_bad_one_is_a_400(client, triton):
+    client.post("/v1/completions", json={"model": "llm", "prompt": "a", "max_tokens": 3,
+                                         "stream": True, "stream_interval": 4})
+    assert json.loads(triton.requests[-1]["sampling_parameters"][0])["stream_interval"] == 4
+    bad = client.post("/v1/completions", json={"model": "llm", "prompt": "a",
+                                               "stream": True, "stream_interval": 0})
+    assert bad.status_code == 400 and "stream_interval" in bad.text
+
+
 def test_logprobs_layout(client):
     r = client.post("/v1/completions", json={
         "model": "llm", "prompt": "a", "max_tokens": 2, "logprobs": 1}).json()

@@ -74,6 +74,10 @@ class SamplingFields(OpenAIBaseModel):
     min_tokens: int | None = Field(default=None, ge=0, description="vLLM: minimum tokens before a stop.")
     ignore_eos: bool | None = Field(default=None, description="vLLM: keep generating past EOS.")
     skip_special_tokens: bool | None = Field(default=None, description="vLLM: drop special tokens from text.")
+    stream_interval: int | None = Field(
+        default=None, ge=1, description="vLLM: tokens per streamed chunk (the first and the last "
+                                        "are sent at once); without it the server picks one "
+                                        "from its load, 1 asks for every token as it comes.")
     priority: int | None = Field(
         default=None, description="vLLM: scheduling priority, lower runs first; only for models "
                                   "whose model.json sets scheduling_policy: priority (else 400).")
@@ -90,7 +94,7 @@ class SamplingFields(OpenAIBaseModel):
         out: dict[str, Any] = {"n": self.n}
         for key in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty",
                     "top_k", "min_p", "repetition_penalty", "min_tokens", "ignore_eos",
-                    "skip_special_tokens", "priority"):
+                    "skip_special_tokens", "priority", "stream_interval"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
