@@ -190,8 +190,8 @@ def test_serve_makes_a_repository_and_starts_both_on_it(image, tmp_path):
     entry, records, env = image("--endpoint=openai")
     env.update(SERVE_DIR=str(tmp_path / "served"), EXIT_AFTER="0.5", EXIT_WHO="tritonserver",
                PYTHONPATH="/opt/venv/site-packages")
-    out = subprocess.run([str(entry), "serve", "/models/m", "--max-model-len", "64"], env=env,
-                         timeout=30)
+    out = subprocess.run([str(entry), "serve", "/models/m", "--max-model-len", "64", "--",
+                          "--log-verbose=1", "--load-model=*"], env=env, timeout=30)
     assert out.returncode == 3
     assert (records / "serve").read_text().split() == [
         "/opt/tritonserver/backends/vllm:/opt/venv/site-packages", "-m",
@@ -199,7 +199,8 @@ def test_serve_makes_a_repository_and_starts_both_on_it(image, tmp_path):
         str(tmp_path / "served"), "/models/m", "--max-model-len", "64"]
     args = (records / "tritonserver").read_text().split()
     assert args[0] == f"--model-repository={tmp_path}/served/model_repository"
-    assert "/models/m" not in args  # serve's arguments are not tritonserver's
+    assert args[-2:] == ["--log-verbose=1", "--load-model=*"]  # those after `--`
+    assert "/models/m" not in args and "--" not in args
     assert (records / "triton-openai").read_text().split()[-3:] == [
         "--chat-template", "/t", "t.jinja"]
 

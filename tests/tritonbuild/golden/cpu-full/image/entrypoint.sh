@@ -3,8 +3,10 @@
 #
 #   (no arguments)      start tritonserver and the OpenAI frontend
 #   -ARGS...            the same, with ARGS added to tritonserver's flags
-#   serve MODEL [FLAGS] the same, on a repository made for MODEL (a model folder) and
-#                       `vllm serve`'s flags, in $SERVE_DIR (default /tmp/triton-vllm-serve)
+#   serve MODEL [FLAGS] [-- ARGS...]
+#                       the same, on a repository made for MODEL (a model folder) and
+#                       `vllm serve`'s flags, in $SERVE_DIR (default /tmp/triton-vllm-serve);
+#                       ARGS after `--` are added to tritonserver's flags
 #   serve --models FILE the same, for the models a YAML file lists
 #   versions [--json]   report every pinned version, checked against what is installed
 #   COMMAND ARGS...     run COMMAND instead (e.g. `tritonserver --model-repository=/models`)
@@ -32,16 +34,21 @@ fi
 # anything starts; a bad flag or model path ends here with the parser's message.
 if [ "${1:-}" = "serve" ]; then
     shift
+    serve_args=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+        serve_args+=("$1")
+        shift
+    done
+    [ $# -gt 0 ] && shift  # the `--`: what follows is tritonserver's
     serve_dir="${SERVE_DIR:-/tmp/triton-vllm-serve}"
     mkdir -p "$serve_dir"
     PYTHONPATH="/opt/tritonserver/backends/vllm${PYTHONPATH:+:$PYTHONPATH}" \
-        python3 -m triton_vllm_backend.serve "$serve_dir" "$@"
+        python3 -m triton_vllm_backend.serve "$serve_dir" "${serve_args[@]}"
     export MODEL_REPOSITORY="$serve_dir/model_repository"
     FRONTEND_ARGS_FILE="$serve_dir/frontend.args"
-    set --
 fi
 
-if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+if [ -z "${serve_dir:-}" ] && [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
     exec "$@"
 fi
 
