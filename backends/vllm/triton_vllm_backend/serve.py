@@ -261,6 +261,9 @@ def parse(argv: list[str]) -> tuple[list[ModelSpec], list[str]]:
         lines = parse_models_file(rest[0])
     else:
         lines = [argv]
+    for line in lines:  # before vLLM's import, which takes seconds
+        if line and not line[0].startswith("-"):
+            check_model_path(line[0])
     try:
         parser = build_parser()
     except ImportError as e:
