@@ -96,6 +96,23 @@ def test_a_new_use_in_the_backend_is_checked(tmp_path):
         "vllm/model.py:11: vllm.lora.request.LoRARequest takes 7 arguments, given 9"]
 
 
+def test_members_of_a_base_outside_vllm_are_not_vllms_to_check(tmp_path):
+    # serve's parser is vLLM's FlexibleArgumentParser, an argparse.ArgumentParser: its
+    # argparse members pass, a member of vLLM's own class that it lacks does not.
+    backend = tmp_path / "vllm"
+    backend.mkdir()
+    (backend / "serve.py").write_text(
+        "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "from vllm.engine.arg_utils import AsyncEngineArgs\n"
+        "def make():\n"
+        "    parser = FlexibleArgumentParser(prog='serve')\n"
+        "    parser.add_argument('model')\n"
+        "    AsyncEngineArgs.no_such_method(parser)\n")
+    problems = vllm_members.check_members(vllm_api.Sources(GPU_VERSIONS[-1]), backend)
+    assert problems == [
+        "vllm/serve.py:6: vllm.engine.arg_utils.AsyncEngineArgs.no_such_method does not exist"]
+
+
 def test_command_line_as_the_readme_shows_it():
     # backends/vllm/README.md: `python -m tritonbuild.vllm_api`
     import subprocess
