@@ -64,6 +64,11 @@ def make_parser() -> argparse.ArgumentParser:
         help="local wheels for pip (air-gapped builds, torch +cpu); 'none' for none")
     add("--no-cache", action="store_true", help="build without the engine's layer cache")
     add("--vllm-version", metavar="VERSION", help="vLLM version to install")
+    add("--serve-model", metavar="DIR",
+        help="bake this model folder into the image, with a repository made for it by the "
+             "image's serve (the image then serves it by default)")
+    add("--serve-model-args", metavar="FLAGS",
+        help="vllm serve's flags for --serve-model, one string (checked by vLLM at build)")
     # After the build (tritonbuild/release.py): QA, then publishing.
     add("--qa", nargs="?", const="all", metavar="SUITES",
         help="run QA suites against the built image (comma-separated; default all); "

@@ -102,6 +102,9 @@ class BuildPlan:
     pip_extra_index_urls: Sourced[tuple[str, ...]]
     wheelhouse: Sourced[Path | None]
     no_cache: Sourced[bool]
+    # A model baked into the image (--serve-model) and vllm serve's flags for it.
+    serve_model: Sourced[Path | None]
+    serve_model_args: Sourced[tuple[str, ...]]
     vllm_package: Sourced[str]
     vllm_version: Sourced[str]
     python_version: Sourced[str]

@@ -12,6 +12,7 @@ ValidationError always means nothing was written.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from .errors import (
     MalformedValueError,
     UnknownValueError,
     UnsupportedError,
+    UsageError,
     ValidationError,
 )
 from .hostenv import HostFacts
@@ -384,6 +386,34 @@ def resolve_wheelhouse(r: Resolution) -> Resolved:
     return {"wheelhouse": wheelhouse}
 
 
+# What a model folder holds: Hugging Face's config, or Mistral's native params (as serve).
+_MODEL_FILES = ("config.json", "params.json")
+
+
+def resolve_serve_model(r: Resolution) -> Resolved:
+    """--serve-model: a model folder baked in; its flags are vLLM's to check, in the build."""
+    model, args = r.flags.get("serve_model"), r.flags.get("serve_model_args")
+    if model is None:
+        if args is not None:
+            raise UsageError("--serve-model-args needs --serve-model (the model they are for)")
+        return {"serve_model": Sourced(None, "default"), "serve_model_args": Sourced((), "default")}
+    if not r.has_backend("vllm"):
+        raise UnsupportedError("--serve-model", model, "needs --backend=vllm")
+    path = Path(model)
+    if not path.is_dir() or not any((path / f).is_file() for f in _MODEL_FILES):
+        raise ValidationError("--serve-model", model,
+                              "must be a model folder (holding config.json or params.json)")
+    try:
+        split = tuple(shlex.split(args or ""))
+    except ValueError as e:
+        raise ValidationError("--serve-model-args", args, f"must split as a shell would: {e}") \
+            from None
+    if "--" in split or "--models" in split:
+        raise ValidationError("--serve-model-args", args, "vllm serve's flags for the one model")
+    return {"serve_model": Sourced(path.resolve(), "flag"),
+            "serve_model_args": Sourced(split, "flag" if args is not None else "default")}
+
+
 def resolve_pins(r: Resolution) -> Resolved:
     """Every version the image pins, by a short name used in labels and `versions`."""
     get, gpu, vllm = pinfile.get, r.gpu, r.has_backend("vllm")
@@ -475,5 +505,5 @@ RESOLVERS: tuple[Resolver, ...] = (
     resolve_flavor, resolve_release, resolve_backends, resolve_endpoints, resolve_filesystems,
     resolve_features, resolve_container_version, resolve_vllm, resolve_ngc, resolve_images,
     resolve_output, resolve_secrets, resolve_tag, resolve_pip_indexes, resolve_wheelhouse,
-    resolve_pins,
+    resolve_serve_model, resolve_pins,
 )

@@ -119,7 +119,27 @@ class _Classes:
                 hit = self.lookup(*found, member, depth + 1)
                 if hit is not None:
                     return hit
+            elif self._foreign(module, base):
+                # A base from outside vLLM (argparse.ArgumentParser under vLLM's
+                # FlexibleArgumentParser): its members are not vLLM's to check.
+                return module, None
         return None
+
+    def _foreign(self, module: str, base: ast.expr) -> bool:
+        """Whether a class's base comes from a module outside vLLM (stdlib, a dependency)."""
+        root = base
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return False
+        for node in ast.walk(self.tree(module)):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                    and any((a.asname or a.name) == root.id for a in node.names):
+                return node.module.split(".")[0] != "vllm"
+            if isinstance(node, ast.Import) and any((a.asname or a.name) == root.id
+                                                    for a in node.names):
+                return root.id.split(".")[0] != "vllm"
+        return False
 
     def fields(self, module: str, cls: str) -> list[str] | None:
         """What the constructor takes: __init__'s arguments, else the annotated fields

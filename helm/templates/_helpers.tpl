@@ -89,6 +89,8 @@ less 10 s for both processes to exit, so the kubelet never kills a drain midway.
 {{- $names = list "vllm_model" }}
 {{- else if eq .Values.modelRepository.source "values" }}
 {{- range .Values.models }}{{ $names = append $names .name }}{{ end }}
+{{- else if eq .Values.modelRepository.source "serve" }}
+{{- $names = list (include "triton-vllm.serveModelName" .) }}
 {{- else }}
 {{- $names = .Values.modelRepository.pvc.modelNames }}
 {{- end }}
@@ -154,5 +156,22 @@ less 10 s for both processes to exit, so the kubelet never kills a drain midway.
 {{- end }}
 {{- if and $v.httpRoute.enabled (not $v.httpRoute.parentRefs) }}
 {{- fail "httpRoute.enabled needs httpRoute.parentRefs (the Gateway to attach to)" }}
+{{- end }}
+{{- end }}
+
+{{/* The Triton name `serve` gives model.path with model.args (triton_vllm_backend.serve):
+the first --served-model-name without a "/", else the folder's last part with characters
+outside [A-Za-z0-9_.-] made "_" (tests/helm checks that the two agree). */}}
+{{- define "triton-vllm.serveModelName" -}}
+{{- $served := "" }}
+{{- $args := .Values.model.args }}
+{{- range $i, $a := $args }}
+{{- if and (eq $a "--served-model-name") (lt (add1 $i) (len $args)) (not $served) }}{{ $served = index $args (add1 $i) }}{{ end }}
+{{- if and (hasPrefix "--served-model-name=" $a) (not $served) }}{{ $served = trimPrefix "--served-model-name=" $a }}{{ end }}
+{{- end }}
+{{- if and $served (not (contains "/" $served)) }}{{ $served }}
+{{- else }}
+{{- $folder := regexReplaceAll "[^A-Za-z0-9_.-]" (base (trimSuffix "/" .Values.model.path)) "_" }}
+{{- regexReplaceAll "^[_.-]+" $folder "" }}
 {{- end }}
 {{- end }}

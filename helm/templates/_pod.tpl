@@ -124,6 +124,12 @@ containers:
     {{- $args = concat $args (list "--model-control-mode=explicit" "--load-model=*") }}
     {{- end }}
     {{- $args = concat $args $v.server.extraArgs }}
+    {{- if eq $v.modelRepository.source "serve" }}
+    {{- /* The image's serve makes the repository (in the tmp volume) from the model's
+           flags; what follows `--` is tritonserver's. */}}
+    {{- $serve := concat (list "serve" $v.model.path) $v.model.args }}
+    {{- $args = ternary (concat $serve (list "--") $args) $serve (gt (len $args) 0) }}
+    {{- end }}
     {{- with $args }}
     args:
       {{- toYaml . | nindent 6 }}

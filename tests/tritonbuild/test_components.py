@@ -71,7 +71,8 @@ def test_the_frontend_is_a_service_over_http_or_else_grpc(plan_for):
                          "--host", "0.0.0.0", "--port", "9000")
     assert hook(plan_for("--endpoint=grpc", "--endpoint=openai"), "services") == [Service(
         "the OpenAI frontend", ("triton-openai", "--triton-url", "localhost:8001",
-                                "--host", "0.0.0.0", "--port", "9000"))]
+                                "--host", "0.0.0.0", "--port", "9000"),
+        takes_frontend_args=True)]
 
 
 def test_the_cpu_image_ships_the_sample_models_compile_cache(plan_for):

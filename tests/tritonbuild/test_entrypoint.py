@@ -27,6 +27,16 @@ fi
 while true; do sleep 0.1; done
 """
 
+# Stands in for `python3 -m triton_vllm_backend.serve OUTPUT_DIR ARGS...` (tested on its
+# own in tests/backends): records its arguments, writes a repository and frontend flags
+# (one holding a space, to show they reach the frontend as one argument each).
+SERVE_STANDIN = """#!/bin/bash
+echo "$PYTHONPATH" "$@" > "$RECORD_DIR/serve"
+[ -n "${SERVE_STATUS:-}" ] && { echo "serve: error: unrecognized arguments: --bogus" >&2; exit 2; }
+mkdir -p "$3/model_repository/m"
+printf -- '--chat-template\\0/t t.jinja\\0' > "$3/frontend.args"
+"""
+
 
 @pytest.fixture
 def image(plan_for, tmp_path):
@@ -42,6 +52,8 @@ def image(plan_for, tmp_path):
         for name in ("tritonserver", "triton-openai"):
             (bindir / name).write_text(STANDIN)
             (bindir / name).chmod(0o755)
+        (bindir / "python3").write_text(SERVE_STANDIN)
+        (bindir / "python3").chmod(0o755)
         records = tmp_path / "records"
         records.mkdir(exist_ok=True)
         env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}",
@@ -172,3 +184,31 @@ def test_report_versions(plan_for, tmp_path):
     rows = {r["name"]: r for r in json.loads(out.stdout)}
     assert rows["pip"]["installed"] == metadata.version("pip") and rows["base-image"][
         "installed"] is None
+
+
+def test_serve_makes_a_repository_and_starts_both_on_it(image, tmp_path):
+    entry, records, env = image("--endpoint=openai")
+    env.update(SERVE_DIR=str(tmp_path / "served"), EXIT_AFTER="0.5", EXIT_WHO="tritonserver",
+               PYTHONPATH="/opt/venv/site-packages")
+    out = subprocess.run([str(entry), "serve", "/models/m", "--max-model-len", "64", "--",
+                          "--log-verbose=1", "--load-model=*"], env=env, timeout=30)
+    assert out.returncode == 3
+    assert (records / "serve").read_text().split() == [
+        "/opt/tritonserver/backends/vllm:/opt/venv/site-packages", "-m",
+        "triton_vllm_backend.serve",
+        str(tmp_path / "served"), "/models/m", "--max-model-len", "64"]
+    args = (records / "tritonserver").read_text().split()
+    assert args[0] == f"--model-repository={tmp_path}/served/model_repository"
+    assert args[-2:] == ["--log-verbose=1", "--load-model=*"]  # those after `--`
+    assert "/models/m" not in args and "--" not in args
+    assert (records / "triton-openai").read_text().split()[-3:] == [
+        "--chat-template", "/t", "t.jinja"]
+
+
+def test_serve_refuses_before_anything_starts(image, tmp_path):
+    entry, records, env = image("--endpoint=openai")
+    env.update(SERVE_DIR=str(tmp_path / "served"), SERVE_STATUS="2")
+    out = subprocess.run([str(entry), "serve", "/models/m", "--bogus"], env=env, timeout=30,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "unrecognized arguments: --bogus" in out.stderr
+    assert not (records / "tritonserver").exists() and not (records / "triton-openai").exists()

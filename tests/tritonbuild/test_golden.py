@@ -31,6 +31,9 @@ CASES = {
     "gpu-openai": ["--enable-gpu", "--backend=vllm", "--endpoint=openai", "--enable-metrics",
                    "--enable-gpu-metrics", "--enable-cpu-metrics"],
     "gpu-all": ["--enable-all", "-q"],
+    "cpu-serve-model": ["--backend=vllm", "--endpoint=openai",
+                        f"--serve-model={REPO_ROOT}/tests/tritonbuild/data/my-llm",
+                        "--serve-model-args=--max-model-len 2048 --tool-call-parser hermes"],
 }
 
 

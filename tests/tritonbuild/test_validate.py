@@ -9,6 +9,7 @@ from tritonbuild.errors import (
     MalformedValueError,
     UnknownValueError,
     UnsupportedError,
+    UsageError,
     ValidationError,
 )
 from tritonbuild.flags import parse_flags
@@ -31,6 +32,8 @@ def test_defaults(plan_for, host):
 
 
 # Every flag changes the plan in a way a test can see: (flags, field, value, source).
+# A model folder (config.json only) for --serve-model.
+MY_LLM = Path(__file__).parent / "data" / "my-llm"
 CHANGES = [
     (["--backend=python"], "backends", (Backend("python"),), "flag"),
     (["--backend=ensemble", "--backend=vllm"], "backends",
@@ -91,6 +94,9 @@ CHANGES = [
      "wheelhouse", None, "flag"),
     (["--no-cache"], "no_cache", True, "flag"),
     (["--vllm-version=0.31.1"], "vllm_version", "0.31.1", "flag"),
+    ([f"--serve-model={MY_LLM}"], "serve_model", MY_LLM, "flag"),
+    ([f"--serve-model={MY_LLM}", "--serve-model-args=--max-model-len 64 --api-key 'a b'"],
+     "serve_model_args", ("--max-model-len", "64", "--api-key", "a b"), "flag"),
 ]
 
 
@@ -163,6 +169,16 @@ def test_sources(plan_for):
 
 # Each rule: (flags, error class, words the one-line message must contain).
 REJECTED = [
+    (["--serve-model-args=--max-model-len 64"], UsageError,
+     ["--serve-model-args needs --serve-model"]),
+    ([f"--serve-model={MY_LLM.parent}"], ValidationError,
+     ["--serve-model", "must be a model folder (holding config.json or params.json)"]),
+    ([f"--serve-model={MY_LLM}", "--backend=python"], UnsupportedError,
+     ["--serve-model", "needs --backend=vllm"]),
+    ([f"--serve-model={MY_LLM}", "--serve-model-args=--x 'open"], ValidationError,
+     ["--serve-model-args", "must split as a shell would"]),
+    ([f"--serve-model={MY_LLM}", "--serve-model-args=--models m.yaml"], ValidationError,
+     ["--serve-model-args", "vllm serve's flags for the one model"]),
     (["--backend=tensorflow"], UnknownValueError, ["--backend", "tensorflow", "vllm, python"]),
     (["--backend=vllm:"], MalformedValueError, ["--backend", "NAME[:TAG]"]),
     (["--backend=python:r23.01"], UnsupportedError, ["--backend", "r24.10"]),

@@ -5,6 +5,7 @@ from ..plan import BuildPlan
 from .base import Component, ContextItem, PipStep, Service, Stage, User
 from .openai_frontend import OpenAIFrontend
 from .sample_model import SampleModel
+from .served_model import ServedModel
 from .system import CpuSystem, GpuSystem
 from .tritonserver import TritonServer
 from .vllm_backend import VllmBackend
@@ -12,7 +13,7 @@ from .vllm_engine import VllmEngine
 
 __all__ = ["compose", "Component", "ContextItem", "PipStep", "Stage", "User", "Service",
            "CpuSystem", "GpuSystem", "TritonServer", "VllmEngine", "VllmBackend", "OpenAIFrontend",
-           "SampleModel"]
+           "SampleModel", "ServedModel"]
 
 
 def compose(plan: BuildPlan) -> list[Component]:
@@ -23,4 +24,6 @@ def compose(plan: BuildPlan) -> list[Component]:
         parts.append(OpenAIFrontend(plan))
     if plan.has_backend("vllm"):
         parts += [SampleModel(plan), VllmBackend(plan)]
+    if plan.serve_model.value is not None:
+        parts.append(ServedModel(plan))   # last: serve needs the backend's code in place
     return parts

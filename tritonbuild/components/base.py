@@ -53,6 +53,7 @@ class Service:
     title: str                      # what the entrypoint's usage calls it
     argv: tuple[str, ...]
     why: tuple[str, ...] = ()       # comment lines above its command in the entrypoint
+    takes_frontend_args: bool = False   # gets serve's frontend flags ($FRONTEND_ARGS_FILE)
 
 
 class Component:

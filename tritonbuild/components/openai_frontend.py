@@ -50,7 +50,7 @@ class OpenAIFrontend(Component):
             url, why = f"localhost:{PORTS['grpc']}", ()
         argv = ("triton-openai", "--triton-url", url, "--host", "0.0.0.0",
                 "--port", str(PORTS["openai"]))
-        return [Service("the OpenAI frontend", argv, why)]
+        return [Service("the OpenAI frontend", argv, why, takes_frontend_args=True)]
 
     def labels(self) -> list[tuple[str, str]]:
         p = self._project()

@@ -3,10 +3,16 @@
 #
 #   (no arguments)      start tritonserver and the OpenAI frontend
 #   -ARGS...            the same, with ARGS added to tritonserver's flags
+#   serve MODEL [FLAGS] [-- ARGS...]
+#                       the same, on a repository made for MODEL (a model folder) and
+#                       `vllm serve`'s flags, in $SERVE_DIR (default /tmp/triton-vllm-serve);
+#                       ARGS after `--` are added to tritonserver's flags
+#   serve --models FILE the same, for the models a YAML file lists
 #   versions [--json]   report every pinned version, checked against what is installed
 #   COMMAND ARGS...     run COMMAND instead (e.g. `tritonserver --model-repository=/models`)
 #
-# MODEL_REPOSITORY picks the model repository (default: the sample one in the image).
+# MODEL_REPOSITORY picks the model repository (default: the sample one in the image);
+# FRONTEND_ARGS_FILE, flags for the OpenAI frontend (NUL-separated, as serve writes them).
 set -euo pipefail
 
 if [ "${1:-}" = "versions" ]; then
@@ -24,8 +30,31 @@ if [ -d "$seed/torch_compile_cache" ] && [ ! -e "$cache/torch_compile_cache" ]; 
         || echo "entrypoint: could not seed vLLM's compile cache in $cache; vLLM compiles" >&2
 fi
 
-if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+# serve: the repository is made (and every flag checked, by vLLM's own parser) before
+# anything starts; a bad flag or model path ends here with the parser's message.
+if [ "${1:-}" = "serve" ]; then
+    shift
+    serve_args=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+        serve_args+=("$1")
+        shift
+    done
+    [ $# -gt 0 ] && shift  # the `--`: what follows is tritonserver's
+    serve_dir="${SERVE_DIR:-/tmp/triton-vllm-serve}"
+    mkdir -p "$serve_dir"
+    PYTHONPATH="/opt/tritonserver/backends/vllm${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 -m triton_vllm_backend.serve "$serve_dir" "${serve_args[@]}"
+    export MODEL_REPOSITORY="$serve_dir/model_repository"
+    FRONTEND_ARGS_FILE="$serve_dir/frontend.args"
+fi
+
+if [ -z "${serve_dir:-}" ] && [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
     exec "$@"
+fi
+
+frontend_args=()
+if [ -n "${FRONTEND_ARGS_FILE:-}" ]; then
+    mapfile -d '' -t frontend_args < "$FRONTEND_ARGS_FILE"
 fi
 
 server_args=(
@@ -62,7 +91,7 @@ triton_pid=$!
 services=()
 # Over Triton's HTTP endpoint: per streamed token, the frontend spends about half the CPU
 # it does over gRPC, and here it shares the CPUs with the engine.
-triton-openai --triton-url http://localhost:8000 --host 0.0.0.0 --port 9000 &
+triton-openai --triton-url http://localhost:8000 --host 0.0.0.0 --port 9000 "${frontend_args[@]}" &
 services+=($!)
 
 # Stops each process in turn and waits for it; the status is the worst of theirs.

@@ -1,0 +1,320 @@
+"""`serve`: a model folder and `vllm serve`'s flags in, a Triton model repository out.
+
+    python -m triton_vllm_backend.serve OUTPUT_DIR MODEL [VLLM AND FRONTEND FLAGS]
+    python -m triton_vllm_backend.serve OUTPUT_DIR --models FILE.yaml
+
+writes `OUTPUT_DIR/model_repository/` (one model per MODEL, named by
+`--served-model-name` or the folder) and `OUTPUT_DIR/frontend.args`, the OpenAI
+frontend's flags separated by NUL bytes.  The image's `serve` command runs it, then
+starts tritonserver on that repository and the frontend with those flags.
+
+The engine flags are parsed by vLLM's own parser (`AsyncEngineArgs.add_cli_args`), so a
+flag vLLM adds works here unchanged and an unknown or invalid one is refused with vLLM's
+own message before anything starts.  model.json keeps the flags that differ from vLLM's
+defaults.  The frontend's flags (FRONTEND_FLAGS, checked by the frontend's own parser)
+go to the frontend; one that is also an engine argument (`--reasoning-parser`,
+`--generation-config`) goes to both.
+
+A models file lists several models, each a path and its flags (a string or a list):
+
+    models:
+      - path: /models/my-llm
+        args: --max-model-len 4096
+      - path: /models/minilm
+        args: [--runner, pooling]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from .repository import ModelSpec, RepositoryError, triton_name, write_repository
+
+__all__ = ["ServeError", "build_parser", "parse_model", "parse_models_file", "main",
+           "FRONTEND_FLAGS", "REPOSITORY", "FRONTEND_ARGS"]
+
+REPOSITORY = "model_repository"
+FRONTEND_ARGS = "frontend.args"
+# The frontend's flags a user may give `serve`; the image sets the others (--triton-url,
+# --host, --port) itself.
+FRONTEND_FLAGS = ("--chat-template", "--tool-call-parser", "--reasoning-parser", "--api-key",
+                  "--generation-config", "--compact-json", "--cors-origins",
+                  "--max-request-bytes", "--timeout-keep-alive", "--responses-store-size",
+                  "--log-format")
+# Files a model folder holds: Hugging Face's config, or Mistral's native params.
+_MODEL_FILES = ("config.json", "params.json")
+# `--task` is gone from newer vLLM (0.11 still has it); where the parser lacks it, the
+# embedding tasks become what replaced them.
+_TASK_RUNNER = {"generate": "generate", "embed": "pooling", "embedding": "pooling"}
+# Arguments of the parser that are not engine arguments for model.json.
+_NOT_ENGINE = {"model_tag", "task", "served_model_name"}
+
+
+class ServeError(ValueError):
+    """The command line or models file cannot make a repository; the message says why."""
+
+
+def _add_frontend_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """The frontend's flags, as its own parser defines them; {flag: dest} of those added."""
+    try:
+        from triton_openai.cli import build_parser as frontend_parser
+    except ImportError:
+        return {}  # no frontend here (a Triton-only image): its flags are unknown ones
+    actions = frontend_parser()._option_string_actions
+    group = parser.add_argument_group("the OpenAI frontend's flags")
+    routed = {}
+    for flag in FRONTEND_FLAGS:
+        if flag in parser._option_string_actions:   # an engine argument too
+            routed[flag] = parser._option_string_actions[flag].dest
+            continue
+        action = actions[flag]
+        group._add_action(action)
+        routed[flag] = action.dest
+    return routed
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, str]]:
+    """vLLM's engine-argument parser with a positional model and the frontend's flags."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        try:  # vLLM 0.11, whose vllm.utils is one module
+            from vllm.utils import FlexibleArgumentParser
+        except ImportError:
+            raise ImportError("vLLM has no FlexibleArgumentParser where serve looks") from None
+    parser = FlexibleArgumentParser(
+        prog="serve", usage="serve MODEL [vLLM engine flags] [frontend flags] | "
+                            "serve --models FILE.yaml")
+    parser.add_argument("model_tag", metavar="MODEL",
+                        help="the model's folder (or a Hugging Face hub id)")
+    AsyncEngineArgs.add_cli_args(parser)
+    if "--task" not in parser._option_string_actions:
+        parser.add_argument("--task", choices=sorted(_TASK_RUNNER),
+                            help="older vLLM's spelling of --runner (embed: --runner pooling)")
+    return parser, _add_frontend_flags(parser)
+
+
+def check_model_path(model: str) -> None:
+    """A local path must be a model folder; anything else that does not exist here is
+    left to vLLM as a hub id ("org/name")."""
+    path = Path(model).expanduser()
+    if not path.exists():
+        if model.startswith(("/", "./", "../", "~")) or model.count("/") != 1:
+            raise ServeError(f"{model}: no such model folder")
+        return
+    if not path.is_dir():
+        raise ServeError(f"{model}: not a model folder (a file; serve takes the folder "
+                         f"holding config.json)")
+    if not any((path / name).is_file() for name in _MODEL_FILES):
+        raise ServeError(f"{model}: not a model folder (no {' or '.join(_MODEL_FILES)} in it)")
+
+
+def _jsonable(flag: str, value):
+    """vLLM parses some flags into config objects; model.json holds the fields the user
+    set (those that differ from the config's defaults), which vLLM turns back into one."""
+    import dataclasses
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        pass
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        try:
+            default, again = type(value)(), type(value)()
+        except Exception:  # a config without defaults: keep every field
+            default = again = None
+
+        def set_by_user(name: str) -> bool:
+            if default is None:
+                return True
+            # A field whose default differs between two fresh configs (an id) is vLLM's.
+            fresh = getattr(default, name)
+            return fresh == getattr(again, name) and getattr(value, name) != fresh
+        return {f.name: _jsonable(f"{flag}.{f.name}", getattr(value, f.name))
+                for f in dataclasses.fields(value) if set_by_user(f.name)}
+    raise ServeError(f"--{flag.replace('_', '-')}: vLLM parsed it into {type(value).__name__}, "
+                     f"which model.json cannot hold")
+
+
+def _frontend_args(routed: dict[str, str], args, defaults) -> list[str]:
+    out: list[str] = []
+    for flag, dest in routed.items():
+        value = getattr(args, dest)
+        if value == getattr(defaults, dest) or value is None:
+            continue
+        out += [flag] if value is True else [flag, str(value)]
+    template = getattr(args, "chat_template", None)
+    if template and not Path(template).is_file():
+        # The frontend reads it only once the server is up: refuse it now.
+        raise ServeError(f"--chat-template {template}: no such file")
+    return out
+
+
+def parse_model(argv: list[str], parser=None) -> tuple[ModelSpec, list[str]]:
+    """One model's command line: its spec, and the frontend's flags it gives."""
+    parser, routed = parser or build_parser()
+    args = parser.parse_args(argv)
+    defaults = parser.parse_args([args.model_tag])
+    check_model_path(args.model_tag)
+    if args.model != defaults.model and args.model != args.model_tag:
+        raise ServeError(f"MODEL is {args.model_tag} but --model says {args.model}: give one")
+    engine: dict = {"model": args.model_tag}
+    frontend_only = set(routed.values()) - _engine_fields()
+    for dest, value in vars(args).items():
+        if dest in _NOT_ENGINE or dest in frontend_only or dest == "model":
+            continue
+        if value != getattr(defaults, dest):
+            engine[dest] = _jsonable(dest, value)
+    if getattr(args, "task", None):
+        engine.setdefault("runner", _TASK_RUNNER[args.task])
+    served = list(args.served_model_name or [])
+    try:
+        name = served[0] if served and "/" not in served[0] else triton_name(args.model_tag)
+        spec = ModelSpec(name, _with_statistics(engine))
+    except RepositoryError as e:
+        raise ServeError(str(e)) from None
+    frontend = _frontend_args(routed, args, defaults)
+    publics = [n for n in served if n != name]
+    if publics:
+        frontend += ["--served-model-name", f"{name}={','.join(publics)}"]
+    return spec, frontend
+
+
+def _engine_fields() -> set[str]:
+    import dataclasses
+
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    return {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+
+
+def _with_statistics(engine: dict) -> dict:
+    """Generating models publish vLLM's statistics on Triton's metrics endpoint (as the
+    sample model does) unless --disable-log-stats is given; pooling models keep vLLM's
+    default."""
+    from .engine_config import runner_of
+    from .io_spec import GENERATE
+    if runner_of(engine) == GENERATE and "disable_log_stats" not in engine:
+        engine["disable_log_stats"] = False
+    return engine
+
+
+def parse_models_file(path: Path | str) -> list[list[str]]:
+    """A models file's command lines, one per model: [path, *args]."""
+    import yaml
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise ServeError(f"--models {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ServeError(f"--models {path}: not valid YAML: {e}") from None
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, list) or not models:
+        raise ServeError(f"--models {path}: needs `models:`, a list of {{path, args}}")
+    out = []
+    for i, entry in enumerate(models, 1):
+        if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) \
+                or set(entry) - {"path", "args"}:
+            raise ServeError(f"--models {path}: model {i} must be {{path: FOLDER, args: FLAGS}}")
+        args = entry.get("args") or []
+        if isinstance(args, str):
+            args = shlex.split(args)
+        if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
+            raise ServeError(f"--models {path}: model {i}'s args must be a string or a list")
+        out.append([entry["path"], *map(str, args)])
+    return out
+
+
+def _merge_frontend(per_model: list[list[str]]) -> list[str]:
+    """The frontend is one for all models: each of its flags may have one value."""
+    merged: list[str] = []
+    seen: dict[str, list[str]] = {}
+    for args in per_model:
+        i = 0
+        while i < len(args):
+            flag = args[i]
+            takes = i + 1 < len(args) and not args[i + 1].startswith("--")
+            item = args[i:i + 2] if takes else args[i:i + 1]
+            i += len(item)
+            if flag == "--served-model-name":
+                merged += item
+            elif flag in seen and seen[flag] != item:
+                raise ServeError(f"{flag} is given twice with different values; the frontend "
+                                 f"serves all models with one")
+            elif flag not in seen:
+                seen[flag] = item
+                merged += item
+    return merged
+
+
+def parse(argv: list[str]) -> tuple[list[ModelSpec], list[str]]:
+    if argv[:1] == ["--models"] or (argv and argv[0].startswith("--models=")):
+        rest = argv[1:] if argv[0] == "--models" else [argv[0].split("=", 1)[1], *argv[1:]]
+        if len(rest) != 1:
+            raise ServeError("--models takes one file and no other flags (each model's "
+                             "flags go in the file)")
+        lines = parse_models_file(rest[0])
+    else:
+        lines = [argv]
+    for line in lines:  # before vLLM's import, which takes seconds
+        if line and not line[0].startswith("-"):
+            check_model_path(line[0])
+    try:
+        parser = build_parser()
+    except ImportError as e:
+        raise ServeError(f"serve needs vLLM's argument parser, which does not import "
+                         f"here: {e}") from None
+    specs, frontend = [], []
+    for line in lines:
+        if len(lines) > 1:
+            print(f"serve: model {line[0]}", file=sys.stderr)
+        spec, args = parse_model(line, parser)
+        specs.append(spec)
+        frontend.append(args)
+    return specs, _merge_frontend(frontend)
+
+
+def write(output: Path | str, specs: list[ModelSpec], frontend: list[str]) -> Path:
+    """OUTPUT/model_repository (replaced whole) and OUTPUT/frontend.args."""
+    output = Path(output)
+    repository = output / REPOSITORY
+    if repository.exists():
+        shutil.rmtree(repository)
+    write_repository(specs, repository)
+    (output / FRONTEND_ARGS).write_bytes(b"".join(a.encode() + b"\0" for a in frontend))
+    return repository
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0].startswith("-"):
+        print("usage: python -m triton_vllm_backend.serve OUTPUT_DIR MODEL [FLAGS] | "
+              "OUTPUT_DIR --models FILE.yaml", file=sys.stderr)
+        return 2
+    output, rest = argv[0], argv[1:]
+    if not rest:
+        print("serve: give a model folder (serve MODEL [vLLM flags]) or --models FILE.yaml",
+              file=sys.stderr)
+        return 2
+    try:
+        specs, frontend = parse(rest)
+        repository = write(output, specs, frontend)
+    except (ServeError, RepositoryError) as e:
+        print(f"serve: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"serve: error: cannot write {output}: {e.strerror}", file=sys.stderr)
+        return 1
+    for spec in specs:
+        print(f"serve: {repository}/{spec.name}: {json.dumps(spec.engine_args)}",
+              file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Chart-to-image conformance of modelRepository.source=serve: the pod's args are the
+image's `serve` with model.path and model.args, the repository it makes is the one the
+real image serves (named as the chart's readiness probe expects), and its frontend gets
+the frontend's flags.  See release.py for the runner."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from .release import HERE, Release, image_under_test, start_up
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    rel = Release(image_under_test(), tmp_path_factory.mktemp("pods"), HERE / "values-serve.yaml")
+    rel.start()
+    try:
+        start_up(rel)
+        yield rel
+    finally:
+        rel.stop()
+
+
+def test_readiness_probe_passes_for_the_model_serve_named(release):
+    probe = release.probe(release.server, "readinessProbe")
+    ok, why = probe.check()
+    assert ok, f"readinessProbe: {why}\n{release.logs()}"
+    assert "http://127.0.0.1:8000/v2/models/tiny/ready" in probe.spec["exec"]["command"]
+
+
+def test_the_repository_is_the_generators(release):
+    url = f"http://127.0.0.1:{release.server.port_of('http')}/v2/models/tiny/config"
+    config = json.load(urllib.request.urlopen(url, timeout=10))
+    params = {k: v["string_value"] for k, v in config["parameters"].items()}
+    assert params == {"vllm_model": "/opt/models/tiny-llama", "vllm_runner": "generate",
+                      "vllm_max_model_len": "2048", "REPORT_CUSTOM_METRICS": "true"}
+
+
+def test_a_greedy_completion_through_the_pods_frontend(release):
+    url = f"http://127.0.0.1:{release.server.port_of('openai')}/v1/completions"
+    body = {"model": "tiny", "prompt": "Hello", "max_tokens": 4, "temperature": 0}
+    request = urllib.request.Request(url, json.dumps(body).encode(),
+                                     {"content-type": "application/json"})
+    answer = json.load(urllib.request.urlopen(request, timeout=60))
+    assert answer["usage"]["completion_tokens"] == 4, answer

@@ -1,0 +1,171 @@
+"""`serve`'s command line (triton_vllm_backend.serve), parsed by vLLM's real parser.
+
+The sample repository in model_repository/ is the generator's output for the command
+lines in SAMPLES: a change to either shows here as a diff.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from triton_vllm_backend import serve
+from triton_vllm_backend.repository import repository_files
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SAMPLE_MODEL = "/opt/models/tiny-llama"     # where the image makes the sample model
+SAMPLES = {
+    "vllm_model": [SAMPLE_MODEL, "--served-model-name", "vllm_model", "--max-model-len", "2048",
+                   "--enable-prefix-caching"],
+    "embedding_model": ["sentence-transformers/all-MiniLM-L6-v2", "--runner", "pooling",
+                        "--served-model-name", "embedding_model"],
+}
+
+
+@pytest.fixture(scope="module")
+def parser():
+    return serve.build_parser()
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    path = tmp_path / "tiny-llama"
+    path.mkdir()
+    (path / "config.json").write_text("{}")
+    return path
+
+
+def generated(argv, parser, model_dir):
+    """The files for argv, with the sample model's image path standing for model_dir."""
+    argv = [str(model_dir) if a == SAMPLE_MODEL else a for a in argv]
+    spec, frontend = serve.parse_model(argv, parser)
+    files = repository_files([spec])
+    return {k: v.replace(str(model_dir), SAMPLE_MODEL) for k, v in files.items()}, frontend
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_the_sample_repository_is_the_generators_output(name, parser, model_dir):
+    files, frontend = generated(SAMPLES[name], parser, model_dir)
+    sample = REPO_ROOT / "model_repository"
+    expected = {p.relative_to(sample).as_posix(): p.read_text()
+                for p in sorted((sample / name).rglob("*")) if p.is_file()}
+    assert files == expected
+    assert frontend == []
+
+
+def test_task_embed_is_runner_pooling(parser, model_dir):
+    by_task, _ = generated([SAMPLE_MODEL, "--task", "embed"], parser, model_dir)
+    by_runner, _ = generated([SAMPLE_MODEL, "--runner", "pooling"], parser, model_dir)
+    assert by_task == by_runner
+    assert json.loads(by_task["tiny-llama/1/model.json"])["runner"] == "pooling"
+
+
+def test_engine_flags_go_to_model_json_and_frontend_flags_to_the_frontend(parser, model_dir,
+                                                                         tmp_path):
+    template = tmp_path / "chat.jinja"
+    template.write_text("{{ messages }}")
+    spec, frontend = serve.parse_model(
+        [str(model_dir), "--tensor-parallel-size", "2", "--no-enable-prefix-caching",
+         "--chat-template", str(template), "--tool-call-parser", "hermes",
+         "--reasoning-parser", "deepseek_r1", "--api-key", "secret", "--compact-json"], parser)
+    assert spec.name == "tiny-llama"
+    assert spec.engine_args == {"model": str(model_dir), "tensor_parallel_size": 2,
+                                "enable_prefix_caching": False,
+                                "reasoning_parser": "deepseek_r1", "disable_log_stats": False}
+    assert frontend == ["--chat-template", str(template), "--tool-call-parser", "hermes",
+                        "--reasoning-parser", "deepseek_r1", "--api-key", "secret",
+                        "--compact-json"]
+
+
+def test_config_flags_keep_what_the_user_set(parser, model_dir):
+    spec, _ = serve.parse_model([str(model_dir), "--compilation-config",
+                                 '{"pass_config": {"eliminate_noops": false}}'], parser)
+    assert spec.engine_args["compilation_config"] == {"pass_config": {"eliminate_noops": False}}
+
+
+def test_served_model_names(parser, model_dir):
+    spec, frontend = serve.parse_model([str(model_dir), "--served-model-name", "llm", "chat"],
+                                       parser)
+    assert spec.name == "llm" and "served_model_name" not in spec.engine_args
+    assert frontend == ["--served-model-name", "llm=chat"]
+    spec, frontend = serve.parse_model([str(model_dir), "--served-model-name", "org/llm"],
+                                       parser)
+    assert spec.name == "tiny-llama" and frontend == ["--served-model-name", "tiny-llama=org/llm"]
+
+
+def test_disable_log_stats_turns_the_metrics_off(parser, model_dir):
+    files, _ = generated([SAMPLE_MODEL, "--disable-log-stats"], parser, model_dir)
+    assert json.loads(files["tiny-llama/1/model.json"])["disable_log_stats"] is True
+    assert "REPORT_CUSTOM_METRICS" not in files["tiny-llama/config.pbtxt"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--bogus-flag", "1"], "serve: error: unrecognized arguments: --bogus-flag 1"),
+    (["--max-model-len", "abc"],
+     "serve: error: argument --max-model-len: invalid human_readable_int_or_auto value: 'abc'"),
+    (["--tool-call-parser", "nope"], "serve: error: argument --tool-call-parser: invalid choice"),
+    (["--port", "1"], "serve: error: unrecognized arguments: --port 1"),
+])
+def test_a_bad_flag_is_refused_with_the_parsers_message(argv, message, parser, model_dir, capsys):
+    with pytest.raises(SystemExit) as e:
+        serve.parse_model([str(model_dir), *argv], parser)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_not_a_model_folder(parser, tmp_path, model_dir):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("")
+    cases = {str(tmp_path / "missing"): "no such model folder",
+             str(tmp_path / "empty"): "not a model folder (no config.json or params.json in it)",
+             str(tmp_path / "file"): "not a model folder (a file; serve takes the folder "
+                                     "holding config.json)",
+             "not-a-hub-id": "no such model folder"}
+    for model, message in cases.items():
+        with pytest.raises(serve.ServeError) as e:
+            serve.parse_model([model], parser)
+        assert str(e.value) == f"{model}: {message}"
+    with pytest.raises(serve.ServeError, match="--chat-template /nope: no such file"):
+        serve.parse_model([str(model_dir), "--chat-template", "/nope"], parser)
+
+
+def test_a_models_file_serves_several(tmp_path, model_dir):
+    models = tmp_path / "models.yaml"
+    models.write_text(f"models:\n  - path: {model_dir}\n    args: --max-model-len 512 "
+                      f"--api-key k\n  - path: {model_dir}\n    args: [--runner, pooling, "
+                      f"--served-model-name, embed, --api-key, k]\n")
+    out = tmp_path / "out"
+    assert serve.main([str(out), "--models", str(models)]) == 0
+    repo = out / serve.REPOSITORY
+    assert sorted(p.name for p in repo.iterdir()) == ["embed", "tiny-llama"]
+    assert json.loads((repo / "embed/1/model.json").read_text())["runner"] == "pooling"
+    assert (out / serve.FRONTEND_ARGS).read_bytes() == b"--api-key\0k\0"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("models: []", "needs `models:`, a list of {path, args}"),
+    ("models: [{path: /m, flags: x}]", "model 1 must be {path: FOLDER, args: FLAGS}"),
+    ("models: [", "not valid YAML"),
+])
+def test_a_bad_models_file(tmp_path, text, message, capsys):
+    models = tmp_path / "models.yaml"
+    models.write_text(text)
+    assert serve.main([str(tmp_path / "out"), "--models", str(models)]) == 2
+    assert f"serve: error: --models {models}: {message}" in capsys.readouterr().err
+
+
+def test_the_frontend_takes_one_value_per_flag(tmp_path, model_dir):
+    models = tmp_path / "models.yaml"
+    models.write_text(f"models:\n  - path: {model_dir}\n    args: --api-key a\n"
+                      f"  - path: {model_dir}\n    args: --api-key b --served-model-name x\n")
+    with pytest.raises(serve.ServeError, match="--api-key is given twice with different values"):
+        serve.parse(["--models", str(models)])
+
+
+def test_main_writes_the_repository_and_the_frontends_flags(tmp_path, model_dir, capsys):
+    out = tmp_path / "out"
+    (out / serve.REPOSITORY / "stale").mkdir(parents=True)
+    assert serve.main([str(out), str(model_dir), "--tool-call-parser", "hermes"]) == 0
+    assert sorted(p.name for p in (out / serve.REPOSITORY).iterdir()) == ["tiny-llama"]
+    assert (out / serve.FRONTEND_ARGS).read_bytes() == b"--tool-call-parser\0hermes\0"
+    assert f"serve: {out}/model_repository/tiny-llama:" in capsys.readouterr().err

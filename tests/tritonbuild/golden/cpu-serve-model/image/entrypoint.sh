@@ -1,0 +1,125 @@
+#!/bin/bash
+# Entrypoint of the Triton + vLLM image (rendered by build.py for this image's flags).
+#
+#   (no arguments)      start tritonserver and the OpenAI frontend
+#   -ARGS...            the same, with ARGS added to tritonserver's flags
+#   serve MODEL [FLAGS] [-- ARGS...]
+#                       the same, on a repository made for MODEL (a model folder) and
+#                       `vllm serve`'s flags, in $SERVE_DIR (default /tmp/triton-vllm-serve);
+#                       ARGS after `--` are added to tritonserver's flags
+#   serve --models FILE the same, for the models a YAML file lists
+#   versions [--json]   report every pinned version, checked against what is installed
+#   COMMAND ARGS...     run COMMAND instead (e.g. `tritonserver --model-repository=/models`)
+#
+# MODEL_REPOSITORY picks the model repository (default: the sample one in the image);
+# FRONTEND_ARGS_FILE, flags for the OpenAI frontend (NUL-separated, as serve writes them).
+set -euo pipefail
+
+if [ "${1:-}" = "versions" ]; then
+    shift
+    exec /opt/venv/bin/python /opt/triton-vllm/report_versions.py "$@"
+fi
+
+# The sample model's compile cache, made when the image was built (CPU images), goes into
+# the cache vLLM uses where that has none yet: its first start then skips most of the
+# compile.  Only a convenience: when the cache cannot be written, vLLM compiles as usual.
+seed=/opt/triton-vllm/vllm-cache
+cache="${VLLM_CACHE_ROOT:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/vllm}"
+if [ -d "$seed/torch_compile_cache" ] && [ ! -e "$cache/torch_compile_cache" ]; then
+    { mkdir -p "$cache" && cp -R "$seed/." "$cache/"; } 2>/dev/null \
+        || echo "entrypoint: could not seed vLLM's compile cache in $cache; vLLM compiles" >&2
+fi
+
+# serve: the repository is made (and every flag checked, by vLLM's own parser) before
+# anything starts; a bad flag or model path ends here with the parser's message.
+if [ "${1:-}" = "serve" ]; then
+    shift
+    serve_args=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+        serve_args+=("$1")
+        shift
+    done
+    [ $# -gt 0 ] && shift  # the `--`: what follows is tritonserver's
+    serve_dir="${SERVE_DIR:-/tmp/triton-vllm-serve}"
+    mkdir -p "$serve_dir"
+    PYTHONPATH="/opt/tritonserver/backends/vllm${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 -m triton_vllm_backend.serve "$serve_dir" "${serve_args[@]}"
+    export MODEL_REPOSITORY="$serve_dir/model_repository"
+    FRONTEND_ARGS_FILE="$serve_dir/frontend.args"
+fi
+
+if [ -z "${serve_dir:-}" ] && [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+    exec "$@"
+fi
+
+frontend_args=()
+if [ -n "${FRONTEND_ARGS_FILE:-}" ]; then
+    mapfile -d '' -t frontend_args < "$FRONTEND_ARGS_FILE"
+fi
+
+# The statistics API is closed unless TRITON_STATISTICS_KEY is set (built without --enable-stats).
+TRITON_STATISTICS_KEY="${TRITON_STATISTICS_KEY:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}"
+server_args=(
+    "--model-repository=${MODEL_REPOSITORY:-/opt/tritonserver/model_repository}"
+    "--backend-directory=/opt/tritonserver/backends"
+    "--allow-http=true"
+    "--http-port=8000"
+    "--allow-grpc=true"
+    "--grpc-port=8001"
+    "--allow-metrics=false"
+    "--http-restricted-api=statistics:triton-statistics-key=${TRITON_STATISTICS_KEY}"
+    "--grpc-restricted-protocol=statistics:triton-statistics-key=${TRITON_STATISTICS_KEY}"
+    "--log-info=false"
+)
+
+# Seconds that requests in flight get to finish when the container is stopped; give
+# `docker stop -t` / terminationGracePeriodSeconds about 10 more.
+SHUTDOWN_GRACE_SECONDS="${SHUTDOWN_GRACE_SECONDS:-20}"
+export TRITON_OPENAI_SHUTDOWN_TIMEOUT="$SHUTDOWN_GRACE_SECONDS"
+
+stopping=0
+trap 'stopping=1' TERM INT
+
+tritonserver "${server_args[@]}" --exit-timeout-secs="$SHUTDOWN_GRACE_SECONDS" "$@" &
+triton_pid=$!
+services=()
+# Over Triton's HTTP endpoint: per streamed token, the frontend spends about half the CPU
+# it does over gRPC, and here it shares the CPUs with the engine.
+triton-openai --triton-url http://localhost:8000 --host 0.0.0.0 --port 9000 "${frontend_args[@]}" &
+services+=($!)
+
+# Stops each process in turn and waits for it; the status is the worst of theirs.
+stop_in_order() {
+    local status=0 pid code
+    for pid in "$@"; do
+        kill -TERM "$pid" 2>/dev/null || true
+        while true; do
+            code=0
+            wait "$pid" || code=$?
+            [ "$code" -eq 0 ] && break
+            # A signal to this script interrupts wait (128+N) while the process runs on.
+            if ! kill -0 "$pid" 2>/dev/null; then
+                code=0
+                wait "$pid" || code=$?  # its own status, kept by bash
+                break
+            fi
+        done
+        [ "$code" -gt "$status" ] && status=$code
+    done
+    return "$status"
+}
+
+# Run until a process ends or a signal arrives.  On SIGTERM/SIGINT the services (the
+# frontend) stop first: they drain their requests while Triton still serves them, and
+# end what cannot finish with an error; then tritonserver stops.  The container's status
+# is then the worst of theirs: 0 when everything drained, non-zero when requests were cut.
+# A process that ends on its own stops the others, and its status is the container's.
+status=0
+wait -n "$triton_pid" "${services[@]}" || status=$?
+if [ "$stopping" = 1 ]; then
+    status=0
+    stop_in_order "${services[@]}" "$triton_pid" || status=$?
+    exit "$status"
+fi
+stop_in_order "${services[@]}" "$triton_pid" || true
+exit "$status"
