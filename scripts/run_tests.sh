@@ -38,7 +38,10 @@ docker image rm -f "$TVB_IMAGE_TAG" >/dev/null 2>&1 || true
 # The image pass's suites run once, against the image users run; the host pass keeps only
 # their host_mode tests and the OpenAI checks of the frontend's gRPC client, which the
 # image's frontend does not use (qa/common/passes.py says which suites, and why).
-mapfile -t image_suites < <("$TVB_VENV/bin/python" -m qa.common.passes)
+# The file itself, not `-m qa.common.passes`: the qa package imports the backend's modules,
+# which only pytest's pythonpath setting puts on the path.
+image_suites_text=$("$TVB_VENV/bin/python" qa/common/passes.py)
+mapfile -t image_suites <<<"$image_suites_text"
 slowest=(--durations=30)
 status=0
 "${pytest[@]}" -m "not gpu and (not image_pass or host_mode or grpc_transport)" "${slowest[@]}" || status=$?

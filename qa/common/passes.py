@@ -7,7 +7,8 @@ frontend on its own against a Triton elsewhere, which a container cannot show) a
 `grpc_transport` (OpenAI checks through the frontend's KServe gRPC client, its default
 `--triton-url`; the image's frontend talks HTTP to its Triton).
 
-    python -m qa.common.passes     # prints the suites, one a line, for run_tests.sh
+    python qa/common/passes.py     # prints the suites, one a line, for run_tests.sh
+                                   # (no imports: it runs without the suites' pythonpath)
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """The two passes of scripts/run_tests.sh: which suites run against the image."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 from qa.common.passes import IMAGE_PASS_SUITES, in_image_pass
@@ -22,6 +24,13 @@ def test_paths_in_and_out_of_the_image_pass():
 
 def test_run_tests_takes_the_suites_from_one_place():
     script = (REPO / "scripts/run_tests.sh").read_text()
-    assert "qa.common.passes" in script
+    assert "qa/common/passes.py" in script
     for suite in IMAGE_PASS_SUITES:
         assert suite not in script, f"{suite} is named in run_tests.sh as well"
+
+
+def test_the_list_prints_without_the_suites_pythonpath():
+    """run_tests.sh runs the file with a bare interpreter: no pytest pythonpath."""
+    out = subprocess.run([sys.executable, "qa/common/passes.py"], cwd=REPO, env={},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == list(IMAGE_PASS_SUITES)
