@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from qa.common import TritonServer, make_tiny_lora, write_vllm_model
+from qa.common import TritonServer, make_tiny_lora, series_total, write_vllm_model
 
 from .vllm_suite import PROMPTS, engine_args, generate
 
@@ -165,11 +164,14 @@ def _gauges(server, model) -> dict[str, float]:
     for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
                  "vllm:kv_cache_usage_perc"):
         assert f"# TYPE {name} gauge" in text, name
-        match = re.search(rf'^{re.escape(name)}\{{model="{model}",version="1"\}} (\S+)$', text,
-                          re.MULTILINE)
-        assert match, f"{name} of {model} missing:\n{text}"
-        out[name.split(":")[1]] = float(match.group(1))
+        assert _has_series(text, name, model), f"{name} of {model} missing:\n{text}"
+        out[name.split(":")[1]] = series_total(text, name, model=model, version="1")
     return out
+
+
+def _has_series(text: str, name: str, model: str) -> bool:
+    return any(line.startswith(name + "{") and f'model="{model}"' in line
+               for line in text.splitlines())
 
 
 def test_scheduler_gauges_follow_the_queue(server, repo, tiny_model):
@@ -202,14 +204,16 @@ def test_scheduler_gauges_follow_the_queue(server, repo, tiny_model):
                                                   "num_requests_waiting": 0,
                                                   "kv_cache_usage_perc": 0}
         # The default set: each request's mean time per token, no per-token series.
-        labels = '{model="tiny_queue",version="1"}'
-        per_request = f"vllm:request_time_per_output_token_seconds_count{labels} 6"
+        def per_request() -> float:
+            return series_total(httpx.get(server.metrics_url).text,
+                                "vllm:request_time_per_output_token_seconds_count",
+                                model="tiny_queue", version="1")
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and per_request not in httpx.get(server.metrics_url).text:
+        while time.monotonic() < deadline and per_request() != 6:
             time.sleep(0.2)
+        assert per_request() == 6
         text = httpx.get(server.metrics_url).text
-        assert per_request in text
-        assert f"vllm:time_per_output_token_seconds_count{labels}" not in text
+        assert not _has_series(text, "vllm:time_per_output_token_seconds_count", "tiny_queue")
     finally:
         unload(server, "tiny_queue")
 
