@@ -85,11 +85,7 @@ class _Library:
         return self.files.read(member)
 
     def module_file(self, module: str) -> str | None:
-        base = module.replace(".", "/")
-        for candidate in (f"{base}.py", f"{base}/__init__.py"):
-            if self.files.exists(candidate):
-                return candidate
-        return None
+        return wheel_sources.module_file(self.files, module)
 
     def has(self, module: str, name: str) -> bool:
         defined = self.defined(module)

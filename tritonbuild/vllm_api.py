@@ -106,11 +106,7 @@ class Sources:
                        else wheel_sources.WheelSources("vllm", version, index))
 
     def module_file(self, module: str) -> str | None:
-        base = module.replace(".", "/")
-        for candidate in (f"{base}.py", f"{base}/__init__.py"):
-            if self._files.exists(candidate):
-                return candidate
-        return None
+        return wheel_sources.module_file(self._files, module)
 
     def read(self, member: str) -> str:
         return self._files.read(member)

@@ -170,6 +170,16 @@ class _RemoteFile(io.RawIOBase):
             return r.read()
 
 
+def module_file(sources, module: str) -> str | None:
+    """The file (`a/b.py` or `a/b/__init__.py`) of a dotted module in `sources` (a
+    FolderSources or WheelSources), or None."""
+    base = module.replace(".", "/")
+    for candidate in (f"{base}.py", f"{base}/__init__.py"):
+        if sources.exists(candidate):
+            return candidate
+    return None
+
+
 class FolderSources:
     """Sources of an installed copy: a folder holding the packages."""
 
