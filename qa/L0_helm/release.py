@@ -7,6 +7,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,18 @@ def start_up(rel: Release) -> None:
           f"(startup budget {startup.budget} s)")
     assert worst < frontend_live.failure_threshold, \
         "the frontend pod's liveness failed while Triton loaded: it would be restarted"
+
+
+def started_release(tmp_path_factory, values_file: Path = HERE / "values.yaml"
+                    ) -> Iterator[Release]:
+    """A suite's release of the image under test, through its start-up; stopped after."""
+    rel = Release(image_under_test(), tmp_path_factory.mktemp("pods"), values_file)
+    rel.start()
+    try:
+        start_up(rel)
+        yield rel
+    finally:
+        rel.stop()
 
 
 def until(probe: Probe, seconds: float) -> tuple[bool, str]:

@@ -28,20 +28,14 @@ import pytest
 from qa.common import series_total
 from qa.common.kubelet import Probe, docker
 
-from .release import Release, image_under_test, run_helm_tests, start_up, until
+from .release import run_helm_tests, started_release, until
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    rel = Release(image_under_test(), tmp_path_factory.mktemp("pods"))
-    rel.start()
-    try:
-        start_up(rel)
-        yield rel
-    finally:
-        rel.stop()
+    yield from started_release(tmp_path_factory)
 
 
 def test_startup_probe_passes_within_its_budget(release):

@@ -11,20 +11,14 @@ import urllib.request
 
 import pytest
 
-from .release import HERE, Release, image_under_test, run_helm_tests, start_up
+from .release import HERE, run_helm_tests, started_release
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    rel = Release(image_under_test(), tmp_path_factory.mktemp("pods"), HERE / "values-models.yaml")
-    rel.start()
-    try:
-        start_up(rel)
-        yield rel
-    finally:
-        rel.stop()
+    yield from started_release(tmp_path_factory, HERE / "values-models.yaml")
 
 
 @pytest.mark.parametrize("kind", ["readinessProbe", "livenessProbe"])

@@ -10,20 +10,14 @@ import urllib.request
 
 import pytest
 
-from .release import HERE, Release, image_under_test, start_up
+from .release import HERE, started_release
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    rel = Release(image_under_test(), tmp_path_factory.mktemp("pods"), HERE / "values-serve.yaml")
-    rel.start()
-    try:
-        start_up(rel)
-        yield rel
-    finally:
-        rel.stop()
+    yield from started_release(tmp_path_factory, HERE / "values-serve.yaml")
 
 
 def test_readiness_probe_passes_for_the_model_serve_named(release):
