@@ -31,6 +31,7 @@ from .client import (
     TritonError,
     Values,
     classify_model_error,
+    model_cannot_serve,
 )
 from .vllm_contract import ABORT_PARAMETER
 
@@ -185,7 +186,7 @@ def _error_message(body: bytes) -> str:
 
 def _status_error(status: int, body: bytes) -> TritonError:
     message = f"Triton: {_error_message(body)}"
-    if status == 503:
+    if status == 503 or model_cannot_serve(message):
         return TritonError(message, 503)
     return TritonError(message, 400 if 400 <= status < 500 else 500)
 
@@ -201,15 +202,41 @@ class HttpTritonClient:
         self._host_header = parts.netloc
         self._idle: list[_Connection] = []
         self._aborts = AbortTasks()
+        self._address: tuple | None = None  # (family, sockaddr) Triton's name resolved to
+
+    async def _resolve(self) -> tuple:
+        """Triton's address, looked up once and kept until a connection to it fails.
+
+        A lookup per connection costs a DNS round trip each time the pool grows, and
+        on a busy node the resolver (Docker's embedded one, a cluster's DNS) has taken
+        longer than the connect timeout: new connections then failed while the server
+        itself was answering the ones already open."""
+        if self._address is None:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                self._host, self._port, type=socket.SOCK_STREAM)
+            if not infos:
+                raise OSError(f"{self._host} has no address")
+            family, _, _, _, sockaddr = infos[0]
+            self._address = (family, sockaddr)
+        return self._address
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: _Connection(self._host_header), self._host,
-                                       self._port), _CONNECT_TIMEOUT_S)
+            family, sockaddr = await asyncio.wait_for(self._resolve(), _CONNECT_TIMEOUT_S)
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            try:
+                await asyncio.wait_for(loop.sock_connect(sock, sockaddr), _CONNECT_TIMEOUT_S)
+                _, conn = await loop.create_connection(
+                    lambda: _Connection(self._host_header), sock=sock)
+            except BaseException:
+                sock.close()
+                raise
         except (TimeoutError, OSError) as err:
-            raise TritonError(f"cannot reach Triton at {self._host}:{self._port}: {err}",
+            self._address = None  # looked up again next time: the Service may have moved
+            why = str(err) or f"no answer in {_CONNECT_TIMEOUT_S:g} s"
+            raise TritonError(f"cannot reach Triton at {self._host}:{self._port}: {why}",
                               503) from None
         return conn
 
