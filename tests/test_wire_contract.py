@@ -9,13 +9,13 @@ in production.
 import json
 
 import pytest
-from triton_vllm_backend import abort, engine_config, io_spec, lora, params
+from triton_vllm_backend import abort, engine_config, health, io_spec, lora, params
 
 from triton_openai.catalog import _served_models
 from triton_openai.structured import from_response_format, validate_structured_outputs
 from triton_openai.triton import vllm_contract as wire
 from triton_openai.triton import vllm_io
-from triton_openai.triton.client import ModelInfo
+from triton_openai.triton.client import ModelInfo, classify_model_error
 
 # Triton's config data types as KServe names them on the wire.
 KSERVE_TYPE = {"TYPE_STRING": "BYTES", "TYPE_BOOL": "BOOL", "TYPE_INT64": "INT64",
@@ -67,6 +67,23 @@ def test_the_frontends_abort_request_names_its_target_for_the_backend():
     frontend_parameters = {wire.ABORT_PARAMETER: "cmpl-1"}
     assert abort.target_of(frontend_parameters) == "cmpl-1"
     assert abort.target_of(json.dumps(frontend_parameters)) == "cmpl-1"
+
+
+def test_a_dead_engines_error_is_a_503_to_the_frontend_inside_a_stream():
+    # Inside a stream the error is text alone: the phrase carries the kind.
+    message = health.dead_message("m", RuntimeError("EngineCore encountered an issue"))
+    assert health.DEAD_PHRASE == wire.ENGINE_DEAD_PHRASE
+    assert classify_model_error(message).status == 503
+    # Triton's own words for a dead stub (libtriton_python): a 503 too, not the 400 it has.
+    assert classify_model_error("Stub process 'm_0_0' is not healthy.").status == 503
+
+
+def test_the_watchs_health_request_is_what_the_backend_answers():
+    from triton_vllm_backend import watch  # noqa: F401 - the watch imports health's name
+    assert health.is_health_check({health.PARAMETER: True})
+    assert health.is_health_check(json.dumps({health.PARAMETER: True}))
+    assert not health.is_health_check({health.PARAMETER: "yes"})
+    assert not abort.target_of({health.PARAMETER: True})
 
 
 @pytest.mark.parametrize("engine_args,runner", [

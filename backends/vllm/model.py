@@ -39,6 +39,7 @@ from triton_vllm_backend import (  # noqa: E402
     coalesce,
     compact_json,
     engine_config,
+    health,
     io_spec,
     jobs,
     lora,
@@ -175,7 +176,11 @@ class TritonPythonModel:
         self._requests = RequestsInFlight()
         self._streams = 0  # streaming requests in flight, counted on the loop
         self._max_interval = 1
-        self._healthy = True
+        self._death: BaseException | None = None  # what the engine died of
+        self._death_handled = False
+        # Requests already answered with the engine's death (health.py): nothing more is
+        # sent for them when their coroutines end.
+        self._answered_dead: set[str] = set()
 
     def _serve_with(self, engine):
         self.engine = engine
@@ -187,15 +192,21 @@ class TritonPythonModel:
 
     # --------------------------------------------------------------- requests
     def execute(self, requests):
-        if self.health_check and not self._check_health():
+        if not self._healthy or (self.health_check and not self._check_health()):
+            # UNAVAILABLE (HTTP 503): the server's fault, not the client's; ask again later.
+            message = health.dead_message(self.model_name, self._death)
             for request in requests:
-                self._fail(request.get_response_sender(),
-                           "the vLLM engine is not healthy; the model is being unloaded")
+                self._fail(request.get_response_sender(), message, unavailable=True)
             return None
         for request in requests:
             sender = request.get_response_sender()
+            request_parameters = request.parameters()
+            if health.is_health_check(request_parameters):
+                # One response, with no outputs: Triton's generate endpoint needs exactly one.
+                self._send(sender, {}, final=True)
+                continue
             try:
-                target = abort.target_of(request.parameters())
+                target = abort.target_of(request_parameters)
             except abort.AbortError as e:
                 self._fail(sender, str(e))
                 continue
@@ -281,16 +292,17 @@ class TritonPythonModel:
             await self.engine.abort(request_id)
             self._send(sender, None, final=True)
         except Exception as e:  # noqa: BLE001 - any failure answers the request
+            death = health.death_of(self.engine)
+            if death is not None:
+                # The engine died under this request (before the poller saw it).
+                self._on_engine_death(death)
+            if request_id in self._answered_dead:
+                return
             self.logger.log_error(f"[vllm] request {request_id} failed: {e!r}")
-            message = _describe(e)
-            if getattr(self.engine, "errored", False):
-                # The engine died under this request (before a health check saw it).
-                message = f"the vLLM engine is not healthy: {message}"
-                if self.health_check:
-                    self._mark_unhealthy(e)
-            self._fail(sender, message)
+            self._fail(sender, _describe(e))
         finally:
             self._requests.finish(request_id)
+            self._answered_dead.discard(request_id)
 
     async def _abort_request(self, client_id, sender):
         """Answer an abort request: stop every running request with that Triton id, or,
@@ -361,6 +373,12 @@ class TritonPythonModel:
         must not end it, or cancellation would stop working for good."""
         while True:
             await asyncio.sleep(CANCEL_POLL_S)
+            if not self._healthy:
+                continue  # nothing runs on a dead engine, nothing to abort
+            death = health.death_of(self.engine)
+            if death is not None:
+                self._on_engine_death(death)
+                continue
             try:
                 await self._abort_cancelled()
             except Exception as e:  # noqa: BLE001 - log, and keep polling
@@ -391,34 +409,50 @@ class TritonPythonModel:
         except Exception as e:  # noqa: BLE001 - e.g. the client is gone; nothing to tell it
             self.logger.log_verbose(f"[vllm] could not send a response: {e!r}")
 
-    def _fail(self, sender, message):
-        response = pb_utils.InferenceResponse(error=pb_utils.TritonError(message))
+    def _fail(self, sender, message, unavailable=False):
+        error = (pb_utils.TritonError(message, pb_utils.TritonError.UNAVAILABLE) if unavailable
+                 else pb_utils.TritonError(message))
+        response = pb_utils.InferenceResponse(error=error)
         sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     # ----------------------------------------------------------------- health
     def _check_health(self) -> bool:
+        """vLLM's own check, once per execute() (ENABLE_VLLM_HEALTH_CHECK).  The poller
+        finds a dead engine within CANCEL_POLL_S anyway; this check only makes sure that a
+        request never reaches an engine that died since."""
         if not self._healthy:
             return False
         try:
             self._run(self.engine.check_health(), timeout=10)
             return True
         except Exception as e:  # noqa: BLE001 - any failure means unhealthy
-            self._mark_unhealthy(e)
+            self._death = e
+            self._loop.call_soon_threadsafe(self._on_engine_death, e)
             return False
 
-    def _mark_unhealthy(self, error):
-        if not self._healthy:
+    @property
+    def _healthy(self) -> bool:
+        return self._death is None
+
+    def _on_engine_death(self, error):
+        """Once, on the loop, when the engine is found dead: every request in flight gets
+        its error now (UNAVAILABLE), instead of waiting on outputs that cannot come."""
+        if self._death_handled:
             return
-        self._healthy = False
-        self.logger.log_error(f"[vllm] engine health check failed ({error!r}); "
-                              f"unloading {self.model_name}")
-        try:
-            # Takes effect in explicit model control mode; the model's ready endpoint
-            # then says not ready.
-            pb_utils.unload_model(self.model_name)
-        except Exception as unload_error:  # noqa: BLE001
-            self.logger.log_warn(f"[vllm] could not unload {self.model_name}: "
-                                 f"{unload_error}")
+        self._death_handled = True
+        self._death = error
+        self.logger.log_error(f"[vllm] the engine of {self.model_name} died ({error!r}): "
+                              f"answering UNAVAILABLE from now on")
+        message = health.dead_message(self.model_name, error)
+        for rid, (_, sender) in list(self._requests.running()):
+            self._answered_dead.add(rid)
+            try:
+                self._fail(sender, message, unavailable=True)
+            except Exception as e:  # noqa: BLE001 - its client is gone already
+                self.logger.log_verbose(f"[vllm] could not answer {rid}: {e!r}")
+        # Not unloaded: pb_utils.unload_model() here has crashed tritonserver (a lock
+        # exception in the stub's IPC, killing vLLM's worker).  The model answers
+        # UNAVAILABLE, and the image's watch restarts the server (health.py).
 
     # --------------------------------------------------------------- unload
     def finalize(self):

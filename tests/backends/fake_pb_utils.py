@@ -26,11 +26,16 @@ class Logger:
 
 
 class TritonError:
-    def __init__(self, message: str):
-        self._message = message
+    UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG, UNAVAILABLE = range(5)
+
+    def __init__(self, message: str, code: int = INTERNAL):
+        self._message, self._code = message, code
 
     def message(self) -> str:
         return self._message
+
+    def code(self) -> int:
+        return self._code
 
 
 class Tensor:

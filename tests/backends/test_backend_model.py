@@ -13,6 +13,7 @@ import importlib.util
 import json
 import sys
 import threading
+import time
 from pathlib import Path
 
 import fake_pb_utils as pb
@@ -64,17 +65,34 @@ class FakeEngine:
                          finished=last, prompt=prompt.get("prompt", ""))
         if self.hold:
             await self._abort.wait()
+            if self.errored:
+                raise RuntimeError("EngineDeadError")
             yield Result([Choice(0, "", [], finish_reason="abort")])
 
     async def encode(self, prompt, pooling_params, request_id):
         yield PoolingResult(Pooled([0.25, 0.5]), [1, 2, 3])
 
     async def abort(self, ids):
+        if self.errored:
+            raise RuntimeError("EngineDeadError")
         self.aborted.extend([ids] if isinstance(ids, str) else ids)
         self._abort.set()
 
+    # vLLM's AsyncLLM: `errored` once its engine-core process is gone.
+    errored = False
+    dead_error = RuntimeError("EngineCore encountered an issue")
+
+    def die(self):
+        """The engine-core process is killed: requests in flight get no more outputs."""
+        self.errored = True
+
+    def raise_in_flight(self, loop):
+        """vLLM's output handler, later: EngineDeadError in each request in flight."""
+        loop.call_soon_threadsafe(self._abort.set)
+
     def shutdown(self):
         pass
+
 
 
 @pytest.fixture
@@ -347,3 +365,51 @@ def _wait_for(condition, timeout=5.0):
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+# ------------------------------------------------------------------------ health
+def test_a_health_check_is_answered_at_once_without_generating(serve):
+    engine = FakeEngine()
+    model = serve(engine)
+    check = pb.InferenceRequest(parameters={"vllm_health_check": True})
+    model.execute([check])
+    [answer] = check.sender.wait()
+    assert answer.outputs == {} and answer.error is None and engine.started == []
+
+
+def test_a_dead_engine_ends_every_stream_in_flight_with_unavailable(serve, model_module):
+    """The poller finds the death (vLLM's `errored`), not the next request: streams that
+    would otherwise wait for outputs that never come get their error at once."""
+    engine = FakeEngine(steps=("He",), hold=True)
+    model = serve(engine)
+    requests = [generate_request(request_id=f"r{i}") for i in range(3)]
+    model.execute(requests)
+    assert engine.running.wait(5)
+    started = time.monotonic()
+    engine.die()
+    for request in requests:
+        last = request.sender.wait()[-1]
+        assert last.error.code() == pb.TritonError.UNAVAILABLE
+        assert "engine of model 'm' died" in last.error.message()
+    assert time.monotonic() - started < 1.0
+    engine.raise_in_flight(model._loop)
+    time.sleep(0.2)
+    # Each was answered once: the held generations end without a second final response.
+    assert all(len([r for r in q.sender.responses if r is not None and r.error]) == 1
+               for q in requests)
+
+
+def test_after_the_engine_died_requests_and_health_checks_get_unavailable(serve):
+    engine = FakeEngine()
+    model = serve(engine)
+    engine.die()
+    deadline = time.monotonic() + 5
+    while model._healthy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    request, check = generate_request(), pb.InferenceRequest(
+        parameters={"vllm_health_check": True})
+    model.execute([request, check])
+    for sender in (request.sender, check.sender):
+        [answer] = sender.wait()
+        assert answer.error.code() == pb.TritonError.UNAVAILABLE
+    assert engine.started == []

@@ -238,7 +238,7 @@ def test_no_abort_after_the_stream_ended():
 
 @pytest.mark.parametrize("message, status", [
     ("invalid sampling parameters: max_tokens must be at least 1", 400),
-    ("the vLLM engine is not healthy", 500),
+    ("Stub process 'm_0_0' is not healthy.", 503),
 ])
 def test_an_error_event_is_a_triton_error(message, status):
     async def main():
@@ -282,6 +282,35 @@ def test_unreachable_server():
         return ready, err.value.status
 
     assert run(main()) == (False, 503)
+
+
+def test_the_name_is_looked_up_once_and_again_after_a_failed_connect(monkeypatch):
+    """New connections reuse the address (no DNS round trip each time the pool grows);
+    a connect that fails looks the name up again, as a moved Service needs."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        lookups = []
+        real = loop.getaddrinfo
+
+        async def getaddrinfo(host, port, **kw):
+            lookups.append(host)
+            return await real("127.0.0.1", port, **kw)
+        monkeypatch.setattr(loop, "getaddrinfo", getaddrinfo)
+        async with FakeTritonHttp([{"text_output": "a"}], close_idle=True) as t:
+            port = t.url.rsplit(":", 1)[1]
+            client = HttpTritonClient(f"http://triton.example:{port}")
+            for i in range(3):
+                await collect(client, request_id=f"r{i}")
+            t.server.close()
+            await t.server.wait_closed()
+            for _ in range(2):
+                with pytest.raises(TritonError) as err:
+                    await collect(client)
+            return lookups, t.connections, err.value
+
+    lookups, connections, err = run(main())
+    assert connections == 3 and lookups == ["triton.example"] * 2
+    assert err.status == 503 and "cannot reach Triton at triton.example" in err.message
 
 
 def test_lists_models_with_their_config():

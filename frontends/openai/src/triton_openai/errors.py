@@ -73,6 +73,11 @@ class ServiceUnavailableError(OpenAIError):
     type = "service_unavailable"
 
 
+# Seconds a client is asked to wait before it tries a 503 again (the server may be
+# restarting, or draining while another replica takes over).
+RETRY_AFTER_S = 5
+
+
 class ClientGone(Exception):
     """The client closed the connection before its answer was ready."""
 
@@ -95,7 +100,8 @@ def as_openai_error(err: Exception) -> OpenAIError:
 
 
 def error_response(err: OpenAIError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else None
+    headers = ({"WWW-Authenticate": "Bearer"} if err.status == 401
+               else {"Retry-After": str(RETRY_AFTER_S)} if err.status == 503 else None)
     return JSONResponse(err.body(), status_code=err.status, headers=headers)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from ..errors import ServiceUnavailableError
+from ..errors import RETRY_AFTER_S, ServiceUnavailableError
 from ..sse import DONE
 from .drain import CUT_MESSAGE, SHUTDOWN_MESSAGE, Drain
 
@@ -25,6 +25,7 @@ async def _send_json_error(send, message: str) -> None:
     await send({"type": "http.response.start", "status": 503,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()),
+                            (b"retry-after", str(RETRY_AFTER_S).encode()),
                             (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
 

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .vllm_contract import ENGINE_DEAD_PHRASE, STUB_DEAD_PHRASE
+
 ABORT_TIMEOUT_S = 10.0
 
 
@@ -123,6 +125,15 @@ class InferResponse:
     more: bool = False
 
 
+def model_cannot_serve(message: str) -> bool:
+    """Whether an error says the model went away under the request (server stopping,
+    engine or stub dead): the server's fault, whatever status carried it (Triton answers
+    a dead stub with a 400), so 503 and a retry elsewhere."""
+    lowered = message.lower()
+    return ("is unloading" in lowered or "shutting down" in lowered
+            or ENGINE_DEAD_PHRASE in lowered or STUB_DEAD_PHRASE in lowered)
+
+
 def classify_model_error(message: str) -> TritonError:
     """A request error that the model sent inside a stream, as a TritonError.
 
@@ -130,10 +141,9 @@ def classify_model_error(message: str) -> TritonError:
     the wording: the vLLM backend's messages for bad parameters (and vLLM's own) say
     "invalid", "must be", "not supported", or name the context length.
     """
-    lowered = message.lower()
-    if "is unloading" in lowered or "shutting down" in lowered:
-        # The model went away under the request (server stopping): try again elsewhere.
+    if model_cannot_serve(message):
         return TritonError(message, 503)
+    lowered = message.lower()
     status = 400 if ("invalid" in lowered or "unexpected" in lowered or "must be" in lowered
                      or "not supported" in lowered or "maximum context" in lowered) else 500
     return TritonError(message, status)

@@ -22,6 +22,7 @@ from .client import (
     Tensor,
     TritonError,
     classify_model_error,
+    model_cannot_serve,
 )
 from .vllm_contract import ABORT_PARAMETER
 
@@ -41,8 +42,9 @@ _UNAVAILABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCE
 
 def _rpc_error(err: grpc.RpcError) -> TritonError:
     code = err.code() if hasattr(err, "code") else None
-    status = 400 if code in _CLIENT_CODES else 503 if code in _UNAVAILABLE_CODES else 500
     details = err.details() if hasattr(err, "details") else str(err)
+    status = (503 if code in _UNAVAILABLE_CODES or model_cannot_serve(details or "")
+              else 400 if code in _CLIENT_CODES else 500)
     return TritonError(f"Triton: {details}", status)
 
 

@@ -18,6 +18,11 @@ POOLING = "pooling"
 # --- abort: a request whose parameter of this name holds the Triton id to stop -------
 ABORT_PARAMETER = "vllm_abort_request_id"
 
+# --- health: the phrase in the backend's errors once a model's engine died ------------
+# (health.py's DEAD_PHRASE); Triton's own for a dead Python-backend stub.
+ENGINE_DEAD_PHRASE = "cannot serve it until it is restarted"
+STUB_DEAD_PHRASE = "is not healthy"
+
 # --- sampling_parameters keys beyond vLLM's SamplingParams fields ---------------------
 LORA_NAME = "lora_name"
 STRUCTURED_OUTPUTS = "structured_outputs"
