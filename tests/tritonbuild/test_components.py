@@ -64,15 +64,31 @@ def test_server_args_start_with_the_default_repository(plan_for):
         *server_args(plan)]
 
 
+def frontends(plan):
+    return [s for s in hook(plan, "services") if s.title == "the OpenAI frontend"]
+
+
 def test_the_frontend_is_a_service_over_http_or_else_grpc(plan_for):
-    assert hook(plan_for(), "services") == []
-    [http] = hook(plan_for("--endpoint=openai"), "services")
+    assert frontends(plan_for()) == []
+    [http] = frontends(plan_for("--endpoint=openai"))
     assert http.argv == ("triton-openai", "--triton-url", "http://localhost:8000",
                          "--host", "0.0.0.0", "--port", "9000")
-    assert hook(plan_for("--endpoint=grpc", "--endpoint=openai"), "services") == [Service(
+    assert frontends(plan_for("--endpoint=grpc", "--endpoint=openai")) == [Service(
         "the OpenAI frontend", ("triton-openai", "--triton-url", "localhost:8001",
                                 "--host", "0.0.0.0", "--port", "9000"),
         takes_frontend_args=True)]
+
+
+def test_the_model_watch_runs_beside_every_server_with_an_http_endpoint(plan_for):
+    [watch] = [s for s in hook(plan_for(), "services") if s.title == "the model watch"]
+    assert watch.gives_up_on_the_server
+    assert watch.argv[-4:] == ("-m", "triton_vllm_backend.watch",
+                               "--url", "http://127.0.0.1:8000")
+    # Its exit kills tritonserver before the rest stop (entrypoint.sh.j2).
+    entrypoint, _ = render(plan_for()).files["image/entrypoint.sh"]
+    assert "watches+=($!)" in entrypoint
+    assert 'kill -KILL "$triton_pid"' in entrypoint
+    assert [s.title for s in hook(plan_for("--endpoint=grpc"), "services")] == []
 
 
 def test_the_cpu_image_ships_the_sample_models_compile_cache(plan_for):

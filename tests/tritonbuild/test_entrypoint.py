@@ -31,6 +31,8 @@ while true; do sleep 0.1; done
 # own in tests/backends): records its arguments, writes a repository and frontend flags
 # (one holding a space, to show they reach the frontend as one argument each).
 SERVE_STANDIN = """#!/bin/bash
+# `python3 -m triton_vllm_backend.watch ...` runs the process stand-in, as `watch`.
+[ "$2" = triton_vllm_backend.watch ] && exec "$(dirname "$0")/watch" "$@"
 echo "$PYTHONPATH" "$@" > "$RECORD_DIR/serve"
 [ -n "${SERVE_STATUS:-}" ] && { echo "serve: error: unrecognized arguments: --bogus" >&2; exit 2; }
 mkdir -p "$3/model_repository/m"
@@ -49,7 +51,7 @@ def image(plan_for, tmp_path):
             path.chmod(0o755 if executable else 0o644)
         bindir = tmp_path / "bin"
         bindir.mkdir(exist_ok=True)
-        for name in ("tritonserver", "triton-openai"):
+        for name in ("tritonserver", "triton-openai", "watch"):
             (bindir / name).write_text(STANDIN)
             (bindir / name).chmod(0o755)
         (bindir / "python3").write_text(SERVE_STANDIN)
@@ -69,6 +71,20 @@ def wait_for(path: Path, timeout: float = 10) -> str:
             return path.read_text()
         time.sleep(0.05)
     raise AssertionError(f"{path} never appeared")
+
+
+def test_a_watch_that_gives_up_kills_tritonserver_and_stops_the_frontend(image):
+    """The watch exits when a model died: tritonserver cannot drain a dead model, so it
+    is killed (no TERM reaches it), the frontend still stops in order, and the watch's
+    status is the container's."""
+    entry, records, env = image("--endpoint=openai")
+    env.update(EXIT_AFTER="0.5", EXIT_WHO="watch")
+    out = subprocess.run([str(entry)], env=env, timeout=30)
+    assert out.returncode == 3
+    assert (records / "watch").read_text().split() == [
+        "-m", "triton_vllm_backend.watch", "--url", "http://127.0.0.1:8000"]
+    assert (records / "triton-openai.term").exists()
+    assert not (records / "tritonserver.term").exists()
 
 
 def test_starts_both_and_exits_when_one_dies(image):
@@ -120,7 +136,7 @@ def test_the_frontend_drains_before_triton_stops(image):
     entry, records, env = image("--endpoint=openai")
     env.update(DRAIN_S="0.5", SHUTDOWN_GRACE_SECONDS="7")
     assert sigterm(entry, records, env) == 0
-    assert (records / "order").read_text().split() == ["triton-openai", "tritonserver"]
+    assert (records / "order").read_text().split() == ["triton-openai", "watch", "tritonserver"]
     assert "--exit-timeout-secs=7" in (records / "tritonserver").read_text().split()
 
 
@@ -133,7 +149,7 @@ def test_a_second_sigterm_does_not_cut_the_drain_short(image):
     time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
-    assert (records / "order").read_text().split() == ["triton-openai", "tritonserver"]
+    assert (records / "order").read_text().split() == ["triton-openai", "watch", "tritonserver"]
 
 
 def test_a_triton_only_image_stops_cleanly_on_sigterm(image):
@@ -142,7 +158,7 @@ def test_a_triton_only_image_stops_cleanly_on_sigterm(image):
     wait_for(records / "tritonserver")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
-    assert (records / "order").read_text().split() == ["tritonserver"]
+    assert (records / "order").read_text().split() == ["watch", "tritonserver"]
 
 
 def test_default_repository_and_no_frontend_without_openai(image):

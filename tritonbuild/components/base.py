@@ -54,6 +54,8 @@ class Service:
     argv: tuple[str, ...]
     why: tuple[str, ...] = ()       # comment lines above its command in the entrypoint
     takes_frontend_args: bool = False   # gets serve's frontend flags ($FRONTEND_ARGS_FILE)
+    # Its exit means the server cannot serve: tritonserver is killed at once, not drained.
+    gives_up_on_the_server: bool = False
 
 
 class Component:

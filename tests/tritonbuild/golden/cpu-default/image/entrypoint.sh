@@ -1,7 +1,7 @@
 #!/bin/bash
 # Entrypoint of the Triton + vLLM image (rendered by build.py for this image's flags).
 #
-#   (no arguments)      start tritonserver
+#   (no arguments)      start tritonserver and the model watch
 #   -ARGS...            the same, with ARGS added to tritonserver's flags
 #   serve MODEL [FLAGS] [-- ARGS...]
 #                       the same, on a repository made for MODEL (a model folder) and
@@ -83,6 +83,13 @@ trap 'stopping=1' TERM INT
 tritonserver "${server_args[@]}" --exit-timeout-secs="$SHUTDOWN_GRACE_SECONDS" "$@" &
 triton_pid=$!
 services=()
+watches=()
+# Gives up on tritonserver when a vLLM model's engine or stub dies, or when it
+# is not ready within START_TIMEOUT_SECONDS: the container then exits, for
+# `docker run --restart` or Kubernetes to restart it (triton_vllm_backend/watch.py).
+env PYTHONPATH=/opt/tritonserver/backends/vllm python3 -m triton_vllm_backend.watch --url http://127.0.0.1:8000 &
+services+=($!)
+watches+=($!)
 
 # Stops each process in turn and waits for it; the status is the worst of theirs.
 stop_in_order() {
@@ -111,11 +118,17 @@ stop_in_order() {
 # is then the worst of theirs: 0 when everything drained, non-zero when requests were cut.
 # A process that ends on its own stops the others, and its status is the container's.
 status=0
-wait -n "$triton_pid" "${services[@]}" || status=$?
+ended=
+wait -n -p ended "$triton_pid" "${services[@]}" || status=$?
 if [ "$stopping" = 1 ]; then
     status=0
     stop_in_order "${services[@]}" "$triton_pid" || status=$?
     exit "$status"
+fi
+# The watch gave up on tritonserver: nothing in flight can finish there, so it goes at
+# once, and the frontend ends its streams with an error instead of draining them.
+if [[ " ${watches[*]} " == *" ${ended:-none} "* ]]; then
+    kill -KILL "$triton_pid" 2>/dev/null || true
 fi
 stop_in_order "${services[@]}" "$triton_pid" || true
 exit "$status"

@@ -81,6 +81,7 @@ trap 'stopping=1' TERM INT
 tritonserver "${server_args[@]}" --exit-timeout-secs="$SHUTDOWN_GRACE_SECONDS" "$@" &
 triton_pid=$!
 services=()
+watches=()
 
 # Stops each process in turn and waits for it; the status is the worst of theirs.
 stop_in_order() {
@@ -109,11 +110,17 @@ stop_in_order() {
 # is then the worst of theirs: 0 when everything drained, non-zero when requests were cut.
 # A process that ends on its own stops the others, and its status is the container's.
 status=0
-wait -n "$triton_pid" "${services[@]}" || status=$?
+ended=
+wait -n -p ended "$triton_pid" "${services[@]}" || status=$?
 if [ "$stopping" = 1 ]; then
     status=0
     stop_in_order "${services[@]}" "$triton_pid" || status=$?
     exit "$status"
+fi
+# The watch gave up on tritonserver: nothing in flight can finish there, so it goes at
+# once, and the frontend ends its streams with an error instead of draining them.
+if [[ " ${watches[*]} " == *" ${ended:-none} "* ]]; then
+    kill -KILL "$triton_pid" 2>/dev/null || true
 fi
 stop_in_order "${services[@]}" "$triton_pid" || true
 exit "$status"

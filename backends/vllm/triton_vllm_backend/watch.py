@@ -1,0 +1,219 @@
+"""Watch tritonserver's vLLM models from beside it, and give up when serving cannot recover.
+
+    python3 -m triton_vllm_backend.watch [--url URL] [--start-timeout S]
+    python3 -m triton_vllm_backend.watch --once [--url URL] [--timeout S]
+
+The image's entrypoint runs the first form beside tritonserver.  It waits for the server
+to become ready (at most --start-timeout seconds: a start that wedges, as the Python
+backend's stub launch can, must end in a restart, not a container that never serves),
+then asks every ready vLLM model for its health every --interval seconds (health.py: one
+request that generates nothing and travels the path a generation takes).  When a model's
+engine or stub is dead it says which, and exits non-zero; the entrypoint then stops the
+server, and the container exits for `docker run --restart` or Kubernetes to restart it.
+
+The second form asks once and exits 1 when Triton cannot be reached or a model answers
+that it is dead: a liveness probe that sees model health, not only tritonserver's process.
+
+A busy model is not a dead one: only an answer that says so (UNAVAILABLE from the model,
+Triton's "not healthy" for a dead stub) counts at once; timeouts and other failures must
+repeat --failures times in a row.
+
+Only the standard library: it starts in a moment, next to a server that is loading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from .health import PARAMETER
+
+# Exit statuses (the container's, through the entrypoint).
+START_TIMED_OUT = 3
+MODEL_DEAD = 4
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+# Time to ready: the model's download, load and compile (a large model on a GPU: minutes).
+START_TIMEOUT_ENV = "START_TIMEOUT_SECONDS"
+DEFAULT_START_TIMEOUT_S = 1800.0
+
+
+@dataclass
+class Answer:
+    healthy: bool
+    dead: bool          # the answer itself says the model cannot serve (no retry helps)
+    why: str = ""
+
+
+def _request(url: str, body: dict | None, timeout: float) -> tuple[int, bytes]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def _error_text(body: bytes) -> str:
+    try:
+        return str(json.loads(body).get("error") or body.decode(errors="replace") or "no body")
+    except (ValueError, AttributeError):
+        return body.decode(errors="replace")
+
+
+def classify(status: int, body: bytes) -> Answer:
+    """A health request's answer, as the watch reads it."""
+    message = _error_text(body) if status != 200 or b'"error"' in body else ""
+    if status == 200 and not message:
+        return Answer(True, False)
+    # 503: the backend's UNAVAILABLE once its engine died.  A dead stub is answered by
+    # Triton's Python backend: "Stub process '...' is not healthy."
+    dead = status == 503 or "is not healthy" in message
+    return Answer(False, dead, f"HTTP {status}: {message}")
+
+
+class Server:
+    def __init__(self, url: str, timeout: float):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._backends: dict[str, str] = {}
+
+    def ready(self) -> bool:
+        try:
+            return _request(f"{self.url}/v2/health/ready", None, self.timeout)[0] == 200
+        except OSError:
+            return False
+
+    def vllm_models(self) -> list[str]:
+        """The ready models that the vLLM backend serves."""
+        status, body = _request(f"{self.url}/v2/repository/index", {"ready": True},
+                                self.timeout)
+        if status != 200:
+            raise OSError(f"the repository index answered HTTP {status}")
+        names = sorted({m["name"] for m in json.loads(body) if m.get("state") == "READY"})
+        return [name for name in names if self._backend(name) == "vllm"]
+
+    def _backend(self, name: str) -> str:
+        if name not in self._backends:
+            status, body = _request(f"{self.url}/v2/models/{quote(name)}/config", None,
+                                    self.timeout)
+            if status != 200:
+                return ""  # unloading meanwhile: asked again next time
+            self._backends[name] = json.loads(body).get("backend", "")
+        return self._backends[name]
+
+    def health(self, name: str) -> Answer:
+        try:
+            return classify(*_request(f"{self.url}/v2/models/{quote(name)}/generate",
+                                      {"parameters": {PARAMETER: True}}, self.timeout))
+        except OSError as err:  # refused, reset, timed out
+            return Answer(False, False, f"no answer: {err}")
+
+
+def wait_until_ready(server: Server, start_timeout: float, interval: float,
+                     clock=time.monotonic, sleep=time.sleep) -> bool:
+    deadline = clock() + start_timeout
+    while not server.ready():
+        if clock() >= deadline:
+            return False
+        sleep(interval)
+    return True
+
+
+def watch(server: Server, interval: float, failures: int, log, sleep=time.sleep) -> int:
+    """Runs until a model is dead; returns MODEL_DEAD."""
+    misses: dict[str, int] = {}
+    while True:
+        try:
+            models = server.vllm_models()
+        except OSError as err:
+            log(f"watch: cannot list the models ({err}); trying again")
+            models = list(misses)
+        for name in models:
+            answer = server.health(name)
+            if answer.healthy:
+                misses.pop(name, None)
+                continue
+            misses[name] = misses.get(name, 0) + 1
+            if answer.dead or misses[name] >= failures:
+                log(f"watch: model '{name}' cannot serve ({answer.why}); stopping the "
+                    f"server so that it is restarted")
+                return MODEL_DEAD
+            log(f"watch: model '{name}' did not answer its health check "
+                f"({misses[name]} of {failures}): {answer.why}")
+        sleep(interval)
+
+
+def check_once(server: Server, log) -> int:
+    """A liveness probe's answer: 1 when Triton cannot be reached or a model says it is
+    dead.  A check that merely goes unanswered passes: a busy server is alive, and a
+    wedged one is the watch's to find (it counts misses in a row)."""
+    try:
+        models = server.vllm_models()
+    except OSError as err:
+        log(f"watch: cannot list the models: {err}")
+        return 1
+    status = 0
+    for name in models:
+        answer = server.health(name)
+        if not answer.healthy:
+            log(f"watch: model '{name}': {answer.why}")
+            status = 1 if answer.dead else status
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m triton_vllm_backend.watch",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default=DEFAULT_URL, help="tritonserver's HTTP endpoint")
+    parser.add_argument("--once", action="store_true",
+                        help="ask every ready vLLM model once; exit 1 when one is dead")
+    parser.add_argument("--start-timeout", type=float,
+                        default=os.environ.get(START_TIMEOUT_ENV, DEFAULT_START_TIMEOUT_S),
+                        help=f"seconds the server may take to become ready (default "
+                             f"${START_TIMEOUT_ENV}, else {DEFAULT_START_TIMEOUT_S:g})")
+    parser.add_argument("--interval", type=float, default=0.5,
+                        help="seconds between health checks (default 0.5)")
+    parser.add_argument("--timeout", type=float, default=5.0,
+                        help="seconds a health check may take (default 5)")
+    parser.add_argument("--failures", type=int, default=3,
+                        help="unanswered checks in a row that count as dead (default 3)")
+    args = parser.parse_args(argv)
+    for name in ("start_timeout", "interval", "timeout"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
+    if args.failures < 1:
+        parser.error("--failures must be at least 1")
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    server = Server(args.url, args.timeout)
+    if args.once:
+        return check_once(server, log)
+    if not wait_until_ready(server, args.start_timeout, args.interval):
+        log(f"watch: tritonserver was not ready within {args.start_timeout:g} s "
+            f"(--start-timeout); stopping it so that it is restarted")
+        return START_TIMED_OUT
+    return watch(server, args.interval, args.failures, log)
+
+
+def _stop(signum, frame):
+    # The entrypoint stops the watch with the rest: being stopped is not a failure.
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    sys.exit(main())

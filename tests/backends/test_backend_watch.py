@@ -1,0 +1,151 @@
+"""The model watch (triton_vllm_backend/watch.py) against a stand-in of Triton's HTTP API."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from triton_vllm_backend import watch
+from triton_vllm_backend.health import PARAMETER
+
+
+class FakeTriton(ThreadingHTTPServer):
+    """Answers the repository index, model configs and health requests as `answers` say:
+    model name -> (status, error message or None)."""
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.ready = True
+        self.models = {"llm": "vllm", "ensemble": "python"}
+        self.answers: dict[str, tuple[int, str | None]] = {}
+        self.asked: list[str] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeTriton
+
+    def log_message(self, *args):
+        pass
+
+    def _reply(self, status: int, body: object = None) -> None:
+        data = json.dumps(body if body is not None else {}).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/v2/health/ready":
+            return self._reply(200 if self.server.ready else 503)
+        name = self.path.split("/")[3]
+        self._reply(200, {"name": name, "backend": self.server.models[name]})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/v2/repository/index":
+            return self._reply(200, [{"name": n, "state": "READY"} for n in self.server.models])
+        name = self.path.split("/")[3]
+        assert body == {"parameters": {PARAMETER: True}}
+        self.server.asked.append(name)
+        status, error = self.server.answers.get(name, (200, None))
+        self._reply(status, {"error": error} if error else {"model_name": name})
+
+
+@pytest.fixture
+def triton():
+    server = FakeTriton()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("status, message, dead", [
+    (503, "the vLLM engine of model 'llm' died", True),
+    (400, "Stub process 'llm_0_0' is not healthy.", True),
+    (500, "something else", False),
+    (200, "generate expects model to produce exactly 1 response", False),
+])
+def test_an_answer_that_says_the_model_cannot_serve_counts_at_once(status, message, dead):
+    answer = watch.classify(status, json.dumps({"error": message}).encode())
+    assert not answer.healthy and answer.dead is dead and message in answer.why
+
+
+def test_once_asks_only_the_vllm_models_and_passes_while_they_answer(triton):
+    assert watch.main(["--once", "--url", triton.url]) == 0
+    assert triton.asked == ["llm"]
+
+
+def test_once_fails_for_a_dead_engine(triton, capsys):
+    triton.answers["llm"] = (503, "the vLLM engine of model 'llm' died")
+    assert watch.main(["--once", "--url", triton.url]) == 1
+    assert "died" in capsys.readouterr().err
+
+
+def test_once_passes_a_model_that_is_only_slow_to_answer(triton):
+    triton.answers["llm"] = (500, "timed out")  # not an answer that says it is dead
+    assert watch.main(["--once", "--url", triton.url]) == 0
+
+
+def test_once_fails_when_triton_cannot_be_reached(triton):
+    url = triton.url
+    triton.shutdown()
+    triton.server_close()
+    assert watch.main(["--once", "--url", url, "--timeout", "1"]) == 1
+
+
+def test_the_watch_gives_up_on_the_first_dead_answer(triton):
+    logged = []
+    server = watch.Server(triton.url, timeout=5)
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 2:  # healthy twice, then the engine dies
+            triton.answers["llm"] = (503, "the vLLM engine of model 'llm' died")
+    assert watch.watch(server, 1.0, 3, logged.append, sleep=sleep) == watch.MODEL_DEAD
+    assert len(triton.asked) == 3 and "died" in logged[-1]
+
+
+def test_a_slow_model_must_miss_several_checks_in_a_row():
+    class Flaky:
+        answers = [watch.Answer(False, False, "no answer: timed out"),
+                   watch.Answer(True, False),
+                   *[watch.Answer(False, False, "no answer: timed out")] * 3]
+
+        def vllm_models(self):
+            return ["llm"]
+
+        def health(self, name):
+            return self.answers.pop(0)
+    logged = []
+    assert watch.watch(Flaky(), 0, 3, logged.append, sleep=lambda s: None) == watch.MODEL_DEAD
+    assert Flaky.answers == []  # the answer in between reset the count
+    assert "cannot serve" in logged[-1] and "(1 of 3)" in logged[0]
+
+
+def test_a_start_that_never_finishes_ends_with_its_own_status(triton, capsys):
+    triton.ready = False
+    assert watch.main(["--url", triton.url, "--start-timeout", "0.3",
+                       "--interval", "0.05"]) == watch.START_TIMED_OUT
+    assert "not ready within 0.3 s" in capsys.readouterr().err
+
+
+def test_start_timeout_comes_from_the_environment(triton, monkeypatch):
+    triton.ready = False
+    monkeypatch.setenv(watch.START_TIMEOUT_ENV, "0.2")
+    assert watch.main(["--url", triton.url, "--interval", "0.05"]) == watch.START_TIMED_OUT
+
+
+@pytest.mark.parametrize("argv", [["--interval", "0"], ["--failures", "0"],
+                                  ["--start-timeout", "soon"]])
+def test_bad_flags_are_refused(argv):
+    with pytest.raises(SystemExit) as exit_:
+        watch.main(argv)
+    assert exit_.value.code == 2
