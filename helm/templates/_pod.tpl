@@ -180,7 +180,7 @@ containers:
       timeoutSeconds: 5
       failureThreshold: {{ div (add $v.probes.startup.budgetSeconds $v.probes.startup.periodSeconds -1) $v.probes.startup.periodSeconds }}
     # The frontend ready (Triton ready, a model listed) and each model ready in Triton
-    # (a model whose engine died is unloaded by the backend's health check).
+    # (a model whose engine or stub died exits the container: the image's model watch).
     readinessProbe:
       exec:
         command:
@@ -194,11 +194,18 @@ containers:
       periodSeconds: {{ $v.probes.readiness.periodSeconds }}
       timeoutSeconds: {{ $v.probes.readiness.timeoutSeconds }}
       failureThreshold: {{ $v.probes.readiness.failureThreshold }}
-    # Triton's own liveness: answered by its HTTP threads however busy the engine is.
+    # Fails when Triton cannot be reached or a model says its engine or stub is dead
+    # (triton_vllm_backend/watch.py); a model that is only busy passes.
     livenessProbe:
-      httpGet:
-        path: /v2/health/live
-        port: http
+      exec:
+        command:
+          - env
+          - PYTHONPATH=/opt/tritonserver/backends/vllm
+          - python3
+          - -m
+          - triton_vllm_backend.watch
+          - --once
+          - --timeout={{ $v.probes.liveness.timeoutSeconds }}
       periodSeconds: {{ $v.probes.liveness.periodSeconds }}
       timeoutSeconds: {{ $v.probes.liveness.timeoutSeconds }}
       failureThreshold: {{ $v.probes.liveness.failureThreshold }}

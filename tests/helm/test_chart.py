@@ -214,8 +214,17 @@ def test_probes_have_their_roles():
     urls = ready["exec"]["command"][3:]
     assert urls == ["http://127.0.0.1:9000/health/ready",
                     "http://127.0.0.1:8000/v2/models/vllm_model/ready"]
-    # Alive: Triton's own liveness, not a generation (which a busy engine delays).
-    assert live["httpGet"] == {"path": "/v2/health/live", "port": "http"}
+    # Alive: Triton reachable and no model dead, by the image's watch (a check that only
+    # goes unanswered, as on a busy engine, passes).
+    from triton_vllm_backend import watch
+
+    from tritonbuild.components.vllm_backend import VllmBackend
+    command = live["exec"]["command"]
+    assert command[:5] == ["env", f"PYTHONPATH={VllmBackend.DIR}", "python3", "-m",
+                           "triton_vllm_backend.watch"]
+    assert "--once" in command
+    # Flags the watch takes: against nothing listening, it fails as a probe should.
+    assert watch.main(command[5:] + ["--url", "http://127.0.0.1:9"]) == 1
     assert live["timeoutSeconds"] * live["failureThreshold"] >= 30
 
 
