@@ -1,0 +1,184 @@
+"""A process of the serving stack dies (SIGKILL from the host) while streams are producing:
+no stream hangs, every one ends with an error event (or, for the frontend itself, a cut
+connection), and the container exits non-zero so that a restart policy restarts it.
+
+The container runs the image's default command: tritonserver, the OpenAI frontend and the
+model watch (triton_vllm_backend/watch.py); vLLM runs its engine core and its worker as
+processes of their own under the Python backend's stub.  The figures (seconds from the
+kill to the last stream's end, and to the container's exit) go to the run's figures file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import httpx
+import pytest
+
+from qa.common.figures import record
+from qa.L0_image.conftest import docker, serve
+
+pytestmark = pytest.mark.docker
+
+STREAMS = 4
+STREAM_END_S = 2.0     # kill to the end of every stream, at most
+EXIT_S = 20.0          # kill to the container's exit, at most
+
+# What each process's command line holds (as `docker top` shows it), and the exit status
+# the container must end with: the watch's MODEL_DEAD (4) when a model died under a live
+# tritonserver, the dead process's own 128+9 otherwise.
+PROCESSES = {
+    "engine core": (b"VLLM::EngineCore", 4),
+    "worker": (b"VLLM::Worker", 4),
+    "stub": (b"triton_python_backend_stub", 4),
+    "tritonserver": (b"tritonserver --model-repository", 137),
+    "frontend": (b"triton-openai", 137),
+}
+
+
+def host_pids(cid: str, marker: bytes) -> list[int]:
+    """PIDs on this host of the container's processes whose command line holds marker."""
+    top = docker("top", cid, "-eo", "pid,args").stdout.splitlines()[1:]
+    return [int(line.split(None, 1)[0]) for line in top if marker.decode() in line]
+
+
+class Streams(threading.Thread):
+    """Long completion streams, one after another until `stop` (the tiny test model writes
+    2,000 tokens in a second or two): whichever is in flight when the kill lands is the
+    one that must end with an error.  Records each stream's (start, end, how it ended)."""
+
+    def __init__(self, url: str):
+        super().__init__(daemon=True)
+        self.url = url
+        self.events = 0
+        self.stop = threading.Event()
+        self.ends: list[tuple[float, float, str]] = []
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            started = time.monotonic()
+            end = self._one()
+            self.ends.append((started, time.monotonic(), end))
+            if not end.startswith("finished"):
+                break  # the server is gone or failing: what comes next proves nothing
+
+    def _one(self) -> str:
+        body = {"model": "vllm_model", "prompt": "Once upon a time", "max_tokens": 2000,
+                "ignore_eos": True, "stream": True}
+        end = finish = None
+        try:
+            with httpx.stream("POST", self.url, json=body, timeout=120) as r:
+                if r.status_code != 200:
+                    return f"HTTP {r.status_code}: {r.read().decode(errors='replace')[:200]}"
+                for line in r.iter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    data = line[6:]
+                    if data == "[DONE]":
+                        if end:
+                            return end
+                        return f"finished: {finish}" if finish else "[DONE] without an end"
+                    payload = json.loads(data)
+                    if "error" in payload:
+                        end = "error event: " + payload["error"]["message"][:160]
+                        continue
+                    finish = payload["choices"][0].get("finish_reason") or finish
+                    self.events += 1
+            return end or "closed without [DONE]"
+        except httpx.HTTPError as err:
+            return f"cut: {type(err).__name__}"
+
+    def in_flight_at(self, moment: float) -> tuple[float, str] | None:
+        """(seconds from `moment` to its end, how it ended) of the stream running then."""
+        for started, ended, end in self.ends:
+            if started <= moment <= ended:
+                return ended - moment, end
+        return None
+
+
+def exit_status(cid: str, timeout: float) -> int | None:
+    try:
+        out = subprocess.run(["docker", "wait", cid], capture_output=True, text=True,
+                             timeout=timeout, env={**os.environ})
+    except subprocess.TimeoutExpired:
+        return None
+    return int(out.stdout.strip())
+
+
+@pytest.mark.parametrize("process", list(PROCESSES))
+def test_a_killed_process_ends_every_stream_and_the_container(image, process):
+    marker, status = PROCESSES[process]
+    served = serve(image)
+    try:
+        streams = [Streams(f"http://127.0.0.1:{served.openai}/v1/completions")
+                   for _ in range(STREAMS)]
+        for stream in streams:
+            stream.start()
+        # The kill lands a second into the second round of streams (each takes seconds
+        # here): mid-generation for all of them, past the first round's warm-up.
+        deadline = time.monotonic() + 180
+        while not all(s.ends for s in streams):
+            assert time.monotonic() < deadline, f"no round of streams ended\n{served.logs()}"
+            time.sleep(0.05)
+        time.sleep(1.0)
+        for stream in streams:
+            assert all(end.startswith("finished") for _, _, end in stream.ends), (
+                f"a stream failed before the kill: {stream.ends}\n{served.logs()}")
+        pids = host_pids(served.cid, marker)
+        assert pids, f"no {process} process in the container"
+        # Still producing when the kill lands (a process starved on 2 cores can be late).
+        counts = sum(s.events for s in streams)
+        deadline = time.monotonic() + 5
+        while sum(s.events for s in streams) == counts:
+            assert time.monotonic() < deadline, "the streams stalled before the kill"
+            time.sleep(0.01)
+        killed = time.monotonic()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        for stream in streams:
+            stream.stop.set()
+        for stream in streams:
+            stream.join(timeout=STREAM_END_S + 60)
+        code = exit_status(served.cid, EXIT_S)
+        exited = time.monotonic() - killed
+        logs = served.logs()
+    finally:
+        docker("rm", "-f", served.cid, check=False)
+    hit = [s.in_flight_at(killed) for s in streams]
+    # Streams in flight at the kill that had not come to their end by themselves (one
+    # may finish its last tokens a moment after, or a client be between two streams).
+    in_flight = [h for h in hit if h is not None and not h[1].startswith("finished")]
+    assert in_flight, [s.ends for s in streams]
+    last_end = max(took for took, _ in in_flight)
+    ends = [end for _, end in in_flight]
+    record(f"kill_{process.replace(' ', '_')}_streams_end_s", round(last_end, 2), "s",
+           f"SIGKILL of the {process} to the end of the last of {STREAMS} streams")
+    record(f"kill_{process.replace(' ', '_')}_container_exit_s", round(exited, 2), "s",
+           f"SIGKILL of the {process} to the container's exit ({code})")
+    assert last_end <= STREAM_END_S, f"streams ended {last_end:.1f} s after the kill: {ends}"
+    if process == "frontend":
+        assert all(e.startswith("cut") for e in ends), ends  # nothing else can answer them
+    else:
+        # A stream that reached the server as the kill landed is refused outright: 503.
+        assert all(e.startswith(("error event", "HTTP 503")) for e in ends), ends
+    assert code == status, f"exit status {code} after {exited:.1f} s\n{logs}"
+    if status == 4:
+        assert "cannot serve" in logs, logs
+
+
+def test_a_start_that_does_not_finish_in_time_exits_non_zero(image):
+    """START_TIMEOUT_SECONDS bounds the start (a stub launch that wedges must end in a
+    restart, not a container that never serves)."""
+    cid = docker("run", "-d", "--shm-size=1g", "-e", "START_TIMEOUT_SECONDS=2",
+                 image).stdout.strip()
+    try:
+        code = exit_status(cid, 60)
+        logs = docker("logs", cid, check=False)
+    finally:
+        docker("rm", "-f", cid, check=False)
+    assert code == 3, logs.stdout + logs.stderr
+    assert "not ready within 2 s" in logs.stderr
