@@ -26,7 +26,9 @@ pytestmark = pytest.mark.docker
 
 STREAMS = 4
 STREAM_END_S = 2.0     # kill to the end of every stream, at most
-EXIT_S = 20.0          # kill to the container's exit, at most
+# Kill to the container's exit, at most: a dead frontend lets tritonserver drain what it
+# had in flight (SHUTDOWN_GRACE_SECONDS, 20 s by default) before it stops.
+EXIT_S = 45.0
 
 # What each process's command line holds (as `docker top` shows it), and the exit status
 # the container must end with: the watch's MODEL_DEAD (4) when a model died under a live
@@ -114,6 +116,10 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
     marker, status = PROCESSES[process]
     served = serve(image)
     try:
+        # Found first: `docker top` can take seconds on a loaded machine, and the kill
+        # must land while the streams run.
+        pids = host_pids(served.cid, marker)
+        assert pids, f"no {process} process in the container"
         streams = [Streams(f"http://127.0.0.1:{served.openai}/v1/completions")
                    for _ in range(STREAMS)]
         for stream in streams:
@@ -128,8 +134,6 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
         for stream in streams:
             assert all(end.startswith("finished") for _, _, end in stream.ends), (
                 f"a stream failed before the kill: {stream.ends}\n{served.logs()}")
-        pids = host_pids(served.cid, marker)
-        assert pids, f"no {process} process in the container"
         # Still producing when the kill lands (a process starved on 2 cores can be late).
         counts = sum(s.events for s in streams)
         deadline = time.monotonic() + 5
@@ -161,7 +165,8 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
            f"SIGKILL of the {process} to the container's exit ({code})")
     assert last_end <= STREAM_END_S, f"streams ended {last_end:.1f} s after the kill: {ends}"
     if process == "frontend":
-        assert all(e.startswith("cut") for e in ends), ends  # nothing else can answer them
+        # Nothing else can answer them: the connection is cut, or closed mid-stream.
+        assert all(e.startswith(("cut", "closed without")) for e in ends), ends
     else:
         # A stream that reached the server as the kill landed is refused outright: 503.
         assert all(e.startswith(("error event", "HTTP 503")) for e in ends), ends

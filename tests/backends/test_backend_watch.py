@@ -69,6 +69,8 @@ def triton():
 @pytest.mark.parametrize("status, message, dead", [
     (503, "the vLLM engine of model 'llm' died", True),
     (400, "Stub process 'llm_0_0' is not healthy.", True),
+    (400, "the vLLM engine of model 'llm' died; the server cannot serve it until it is "
+          "restarted", True),
     (500, "something else", False),
     (200, "generate expects model to produce exactly 1 response", False),
 ])

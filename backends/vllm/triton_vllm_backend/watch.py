@@ -34,7 +34,7 @@ import urllib.request
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from .health import PARAMETER
+from .health import DEAD_PHRASE, PARAMETER
 
 # Exit statuses (the container's, through the entrypoint).
 START_TIMED_OUT = 3
@@ -78,7 +78,9 @@ def classify(status: int, body: bytes) -> Answer:
         return Answer(True, False)
     # 503: the backend's UNAVAILABLE once its engine died.  A dead stub is answered by
     # Triton's Python backend: "Stub process '...' is not healthy."
-    dead = status == 503 or "is not healthy" in message
+    # Triton's generate endpoint answers a model's error with a 400 whatever its code, so
+    # the backend's phrase for a dead engine counts too.
+    dead = status == 503 or DEAD_PHRASE in message or "is not healthy" in message
     return Answer(False, dead, f"HTTP {status}: {message}")
 
 
