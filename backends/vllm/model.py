@@ -200,7 +200,8 @@ class TritonPythonModel:
             return None
         for request in requests:
             sender = request.get_response_sender()
-            request_parameters = request.parameters()
+            # Parsed once: the health check and the abort target both read them.
+            request_parameters = params.request_parameters(request.parameters())
             if health.is_health_check(request_parameters):
                 # One response, with no outputs: Triton's generate endpoint needs exactly one.
                 self._send(sender, {}, final=True)

@@ -12,9 +12,10 @@ it arrives, without generating.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import OrderedDict
+
+from .params import request_parameters
 
 PARAMETER = "vllm_abort_request_id"
 
@@ -29,14 +30,8 @@ class AbortError(ValueError):
 
 def target_of(parameters: str | dict | None) -> str | None:
     """The request id that a request's parameters ask to abort, or None."""
-    if not parameters:
-        return None
-    if isinstance(parameters, str):
-        try:
-            parameters = json.loads(parameters)
-        except json.JSONDecodeError:
-            return None
-    if not isinstance(parameters, dict) or PARAMETER not in parameters:
+    parameters = request_parameters(parameters)
+    if PARAMETER not in parameters:
         return None
     target = parameters[PARAMETER]
     if not isinstance(target, str) or not target:

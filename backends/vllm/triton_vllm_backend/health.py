@@ -10,28 +10,22 @@ answered by Triton itself with an error.  `watch.py` (beside the server in the i
 and the chart's liveness probe ask it.
 
 An engine that died stays dead: vLLM's AsyncLLM cannot start a new engine core under
-requests that were running, so the model answers UNAVAILABLE (HTTP 503) from then on,
+requests that were running, so the model answers UNAVAILABLE from then on (Triton's
+generate endpoint sends it as a 400 whose text holds DEAD_PHRASE; the frontend, a 503),
 every request in flight gets an error at once, and the server is restarted from outside
 (the image's watch exits, its container with it).
 """
 
 from __future__ import annotations
 
-import json
+from .params import request_parameters
 
 PARAMETER = "vllm_health_check"
 
 
 def is_health_check(parameters: str | dict | None) -> bool:
     """Whether a request's parameters ask for a health check (and nothing else)."""
-    if not parameters:
-        return False
-    if isinstance(parameters, str):
-        try:
-            parameters = json.loads(parameters)
-        except json.JSONDecodeError:
-            return False
-    return isinstance(parameters, dict) and parameters.get(PARAMETER) is True
+    return request_parameters(parameters).get(PARAMETER) is True
 
 
 def death_of(engine) -> BaseException | None:

@@ -40,6 +40,18 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
+def request_parameters(raw: str | dict | None) -> dict:
+    """A Triton request's parameters as a mapping: the HTTP frontend hands them to the
+    stub as a JSON string, a test or another caller as a dict; {} when there are none or
+    they are not a JSON object."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            return {}
+    return raw if isinstance(raw, dict) else {}
+
+
 class ParameterError(ValueError):
     """A sampling parameter the request cannot use."""
 
