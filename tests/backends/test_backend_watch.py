@@ -111,7 +111,8 @@ def test_the_watch_gives_up_on_the_first_dead_answer(triton):
         sleeps.append(seconds)
         if len(sleeps) == 2:  # healthy twice, then the engine dies
             triton.answers["llm"] = (503, "the vLLM engine of model 'llm' died")
-    assert watch.watch(server, 1.0, 3, logged.append, sleep=sleep) == watch.MODEL_DEAD
+    assert watch.watch(server, 1.0, 3, logged.append, sleep=sleep,
+                       stubs=Stubs([])) == watch.MODEL_DEAD
     assert len(triton.asked) == 3 and "died" in logged[-1]
 
 
@@ -127,7 +128,8 @@ def test_a_slow_model_must_miss_several_checks_in_a_row():
         def health(self, name):
             return self.answers.pop(0)
     logged = []
-    assert watch.watch(Flaky(), 0, 3, logged.append, sleep=lambda s: None) == watch.MODEL_DEAD
+    assert watch.watch(Flaky(), 0, 3, logged.append, sleep=lambda s: None,
+                       stubs=Stubs([])) == watch.MODEL_DEAD
     assert Flaky.answers == []  # the answer in between reset the count
     assert "cannot serve" in logged[-1] and "(1 of 3)" in logged[0]
 
@@ -151,3 +153,76 @@ def test_bad_flags_are_refused(argv):
     with pytest.raises(SystemExit) as exit_:
         watch.main(argv)
     assert exit_.value.code == 2
+
+
+def _stub(proc, pid: int, argv: list[str]) -> None:
+    (proc / str(pid)).mkdir()
+    (proc / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+
+
+STUB_ARGV = ["/opt/tritonserver/backends/python/triton_python_backend_stub",
+             "/models/llm/1/model.py", "triton_vllm_backend_shm_region_x", "1048576",
+             "1048576", "12", "/opt/tritonserver/backends/python", "336", "llm_0_0"]
+
+
+def test_the_stubs_are_found_by_command_line_with_their_models(tmp_path):
+    _stub(tmp_path, 34, STUB_ARGV)
+    _stub(tmp_path, 35, ["python3", "-m", "triton_vllm_backend.watch"])
+    (tmp_path / "self").mkdir()
+    stubs = watch.StubProcesses(tmp_path)
+    assert stubs.gone() == {}
+    (tmp_path / "34" / "cmdline").write_bytes(b"")  # killed, not yet reaped: a zombie
+    assert stubs.gone() == {34: "llm"}
+    assert stubs.gone() == {}
+
+
+class Stubs:
+    def __init__(self, looks):
+        self.looks = list(looks)
+
+    def gone(self):
+        return self.looks.pop(0) if self.looks else {}
+
+
+def test_a_ready_model_whose_stub_is_gone_is_dead_without_asking_it(triton):
+    logged = []
+    server = watch.Server(triton.url, timeout=5)
+    stubs = Stubs([{}, {34: "llm"}])
+    assert watch.watch(server, 0, 3, logged.append, sleep=lambda s: None,
+                       stubs=stubs) == watch.MODEL_DEAD
+    assert triton.asked == ["llm"]  # asked once, before the stub went
+    assert "stub process 34 died" in logged[-1]
+
+
+def test_a_stub_gone_with_its_unloaded_model_is_not_a_death(triton):
+    server = watch.Server(triton.url, timeout=5)
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            triton.answers["llm"] = (503, "the vLLM engine of model 'llm' died")
+
+    # The unloaded model is no longer in the index; "llm" is, and its stub lives on.
+    stubs = Stubs([{}, {40: "unloaded"}, {}])
+    assert watch.watch(server, 0, 3, lambda m: None, sleep=sleep,
+                       stubs=stubs) == watch.MODEL_DEAD
+    assert len(triton.asked) == 4  # it went on asking until the engine died
+
+
+def test_a_stub_gone_while_the_models_cannot_be_listed_counts_at_the_next_listing():
+    class Busy:
+        listings = [OSError("timed out"), ["llm"]]
+
+        def vllm_models(self):
+            answer = self.listings.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+        def health(self, name):
+            return watch.Answer(True, False)
+    logged = []
+    assert watch.watch(Busy(), 0, 3, logged.append, sleep=lambda s: None,
+                       stubs=Stubs([{34: "llm"}])) == watch.MODEL_DEAD
+    assert "stub process 34 died" in logged[-1]

@@ -16,7 +16,10 @@ that it is dead: a liveness probe that sees model health, not only tritonserver'
 
 A busy model is not a dead one: only an answer that says so (UNAVAILABLE from the model,
 Triton's "not healthy" for a dead stub) counts at once; timeouts and other failures must
-repeat --failures times in a row.
+repeat --failures times in a row.  So does a stub process that is gone while its model
+is still READY: the watch looks for the stubs among the processes it can see (the
+container's), because Triton notices a dead stub only when it next sends it a request,
+and then fails the requests queued for it one a second, the health check among them.
 
 Only the standard library: it starts in a moment, next to a server that is loading.
 """
@@ -32,6 +35,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote
 
 from .health import DEAD_PHRASE, PARAMETER
@@ -122,6 +126,50 @@ class Server:
             return Answer(False, False, f"no answer: {err}")
 
 
+STUB = b"triton_python_backend_stub"
+
+
+def model_of_stub(argv: list[bytes]) -> str:
+    """The model a stub serves, from its command line: the Python backend starts it with
+    MODEL_REPOSITORY/MODEL/VERSION/model.py first."""
+    parts = Path(argv[1].decode(errors="replace")).parts if len(argv) > 1 else ()
+    return parts[-3] if len(parts) >= 3 else ""
+
+
+class StubProcesses:
+    """The Python backend's stub processes among those this watch can see."""
+
+    def __init__(self, proc: str | Path = "/proc"):
+        self.proc = Path(proc)
+        self._alive: dict[int, str] = {}  # pid -> model, as the last look found them
+
+    def _look(self) -> dict[int, str]:
+        found = {}
+        try:
+            entries = list(os.scandir(self.proc))
+        except OSError:
+            return found
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                # A killed stub that its parent has not reaped yet (a zombie) has an
+                # empty command line: it counts as gone.
+                argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+            except OSError:  # it ended while we looked
+                continue
+            if os.path.basename(argv[0]) == STUB:
+                found[int(entry.name)] = model_of_stub(argv)
+        return found
+
+    def gone(self) -> dict[int, str]:
+        """The stubs (pid -> model) seen at the last look that are not alive now."""
+        alive = self._look()
+        gone = {pid: model for pid, model in self._alive.items() if pid not in alive}
+        self._alive = alive
+        return gone
+
+
 def wait_until_ready(server: Server, start_timeout: float, interval: float,
                      clock=time.monotonic, sleep=time.sleep) -> bool:
     deadline = clock() + start_timeout
@@ -132,15 +180,28 @@ def wait_until_ready(server: Server, start_timeout: float, interval: float,
     return True
 
 
-def watch(server: Server, interval: float, failures: int, log, sleep=time.sleep) -> int:
+def watch(server: Server, interval: float, failures: int, log, sleep=time.sleep,
+          stubs: StubProcesses | None = None) -> int:
     """Runs until a model is dead; returns MODEL_DEAD."""
+    stubs = stubs or StubProcesses()
     misses: dict[str, int] = {}
+    gone: dict[int, str] = {}  # stubs gone, until a listing of the models says whose
     while True:
+        # Looked at before the models are listed: a model being unloaded, whose stub
+        # stops, is no longer READY by then.
+        gone.update(stubs.gone())
         try:
             models = server.vllm_models()
         except OSError as err:
             log(f"watch: cannot list the models ({err}); trying again")
             models = list(misses)
+        else:
+            for pid, name in gone.items():
+                if name in models:
+                    log(f"watch: model '{name}' cannot serve (its stub process {pid} "
+                        f"died); stopping the server so that it is restarted")
+                    return MODEL_DEAD
+            gone.clear()
         for name in models:
             answer = server.health(name)
             if answer.healthy:
