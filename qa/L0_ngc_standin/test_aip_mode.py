@@ -4,7 +4,8 @@ tritonserver): with AIP_MODE=PREDICTION, as Vertex AI starts a container, the ar
 must still reach the image's entrypoint, not tritonserver.
 
 The image under test takes from the GPU Dockerfile that `./build.py --enable-gpu --dryrun`
-renders exactly the lines that make the entry chain (the hooks, the entrypoint, the user,
+renders exactly the lines that make the entry chain (the hooks, the entrypoint, the vLLM
+backend's package, whose model watch the entrypoint starts beside tritonserver, the user,
 ENTRYPOINT), on the stand-in instead of NGC's base; the CUDA vLLM environment stays out
 (several GB, and it plays no part in how the container starts).
 
@@ -27,7 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.docker
 RELEASE = pins.get("triton.gpu_upstream_container_version")
 # What the GPU Dockerfile's runtime stage does to enter (and as whom).
-ENTRY_LINES = ("COPY ngc/entrypoint.d/ ", "COPY image/ ", "USER ", "ENTRYPOINT ")
+ENTRY_LINES = ("COPY ngc/entrypoint.d/ ", "COPY image/ ", "COPY backends/vllm/ ", "USER ",
+               "ENTRYPOINT ")
 
 
 @pytest.fixture(scope="module")
