@@ -6,6 +6,9 @@ The container runs the image's default command: tritonserver, the OpenAI fronten
 model watch (triton_vllm_backend/watch.py); vLLM runs its engine core and its worker as
 processes of their own under the Python backend's stub.  The figures (seconds from the
 kill to the last stream's end, and to the container's exit) go to the run's figures file.
+
+A suite of its own, apart from qa/L0_image's quick checks of the image: each row starts a
+container and loads it for the better part of a minute.
 """
 from __future__ import annotations
 
