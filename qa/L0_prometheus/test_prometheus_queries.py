@@ -44,7 +44,8 @@ POSITIVE = {"dashboard: Generation tokens/s", "dashboard: Prompt tokens/s",
             "dashboard: Finished requests/s by reason"}
 # Needs kube-state-metrics, which a cluster has and a container does not: evaluated (the
 # expression must be valid), no series expected.
-CLUSTER_ONLY = {"alert: TritonPodNotReady", "alert signal: TritonPodNotReady"}
+CLUSTER_ONLY = {"alert: TritonPodNotReady", "alert signal: TritonPodNotReady",
+                "alert: TritonContainerRestarted", "alert signal: TritonContainerRestarted"}
 # Alerts that a healthy server under this load must not meet.
 QUIET = {"alert: TritonMetricsDown", "alert: VllmNoTokensWhileRunning"}
 

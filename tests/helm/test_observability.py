@@ -18,7 +18,8 @@ from qa.common import chart, promql
 
 ALERT_TESTS = Path(__file__).parent / "alerts" / "alerts_test.yaml"
 ALERTS = {"VllmKvCacheNearFull", "VllmTimeToFirstTokenHigh", "TritonRequestErrorRatioHigh",
-          "VllmNoTokensWhileRunning", "TritonMetricsDown", "TritonPodNotReady"}
+          "VllmNoTokensWhileRunning", "TritonMetricsDown", "TritonPodNotReady",
+          "TritonContainerRestarted"}
 
 
 def observability() -> list[dict]:
@@ -109,13 +110,14 @@ def test_alert_thresholds_are_values():
     rules = {r["alert"]: r for r in prometheus_rule(chart.render(
         [promql.OBSERVABILITY_VALUES], {"metrics": {"prometheusRule": {"alerts": {
             "kvCacheUsage": 0.75, "ttftP99Seconds": 7, "errorRatio": 0.2, "for": "2m",
-            "notReadyFor": "30m"}}}}))["spec"]["groups"][0]["rules"]}
+            "notReadyFor": "30m", "restartWindow": "1h"}}}}))["spec"]["groups"][0]["rules"]}
     assert set(rules) == ALERTS
     assert "> 0.75" in rules["VllmKvCacheNearFull"]["expr"]
     assert rules["VllmTimeToFirstTokenHigh"]["expr"].endswith("> 7")
     assert rules["TritonRequestErrorRatioHigh"]["expr"].endswith("> 0.2")
     assert rules["VllmNoTokensWhileRunning"]["for"] == "2m"
     assert rules["TritonPodNotReady"]["for"] == "30m"
+    assert "[1h])) > 0" in rules["TritonContainerRestarted"]["expr"]
 
 
 @pytest.fixture
