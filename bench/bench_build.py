@@ -26,8 +26,6 @@ sys.path.insert(0, str(REPO))
 
 from tritonbuild.hostenv import docker_binary  # noqa: E402
 
-STEP = re.compile(r"^#\d+ \[([^\]]+)\] (.*)$")
-
 
 def build(argv: list[str]) -> tuple[float, str]:
     start = time.monotonic()

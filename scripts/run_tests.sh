@@ -29,6 +29,7 @@ fi
 
 # Lint first: a finding fails the run as a test would (settings in pyproject.toml).
 "$TVB_VENV/bin/ruff" check "$repo"
+"$TVB_VENV/bin/vulture"  # code nothing calls ([tool.vulture] in pyproject.toml)
 
 # qa/L0_build_image builds this tag; the image pass then runs what it built.  Removed
 # first, so that a failed build cannot leave an older image to be tested.

@@ -63,17 +63,6 @@ class OfflineReference:
             self._proc.wait()
 
 
-def offline_generate(model_path: Path, prompts: list[str], sampling: dict) -> list[dict]:
-    """Outputs of vLLM's offline LLM for `prompts`."""
-    reference = OfflineReference(model_path, prompts, sampling)
-    try:
-        return reference.outputs()
-    finally:
-        reference.close()
-
-
-
-
 def generate_body(prompt=None, sampling: dict | None = None, **inputs) -> dict:
     body = dict(inputs)
     if prompt is not None:

@@ -128,14 +128,6 @@ def oai(stack):
 
 
 @pytest.fixture(scope="package")
-def aoai(stack):
-    import openai
-
-    return openai.AsyncOpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0,
-                              timeout=300)
-
-
-@pytest.fixture(scope="package")
 def http(stack):
     import httpx
 

@@ -254,19 +254,6 @@ class TritonServer:
                               "image's default command only")
         self._wait(path, self.openai_url, timeout)
 
-    def wait_model_ready(self, model: str, timeout: float = 240.0) -> None:
-        deadline = time.monotonic() + timeout
-        url = f"{self.http_url}/v2/models/{model}/ready"
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.5)
-        raise ServerError(f"model {model} not ready after {timeout:.0f} s:\n{self.log_tail()}")
-
     @property
     def logs(self) -> str:
         """Everything the server (and its models) printed so far."""

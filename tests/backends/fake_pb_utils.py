@@ -9,7 +9,6 @@ import threading
 import numpy as np
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
-unloaded: list[str] = []
 
 
 class Logger:
@@ -99,10 +98,6 @@ def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | N
 
 def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
     return bool(model_config.get("model_transaction_policy", {}).get("decoupled"))
-
-
-def unload_model(name: str) -> None:
-    unloaded.append(name)
 
 
 class Metric:

@@ -48,8 +48,6 @@ _POOLING_OUTPUTS = [
     {"name": "num_input_tokens", "data_type": "TYPE_UINT32", "dims": [1]},
 ]
 
-BOOL_INPUTS = [i["name"] for i in _GENERATE_INPUTS if i["data_type"] == "TYPE_BOOL"]
-
 
 def inputs_for(runner: str) -> list[dict]:
     extra = _POOLING_INPUTS if runner == POOLING else _GENERATE_INPUTS

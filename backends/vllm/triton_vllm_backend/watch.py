@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     return watch(server, args.interval, args.failures, log)
 
 
-def _stop(signum, frame):
+def _stop(_signum, _frame):
     # The entrypoint stops the watch with the rest: being stopped is not a failure.
     sys.exit(0)
 

@@ -66,15 +66,13 @@ class BodyLimitMiddleware:
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
             return await _send_error(send, self._error())
         seen = 0
-        too_large = False
 
         async def limited_receive():
-            nonlocal seen, too_large
+            nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
-                    too_large = True
                     raise _TooLarge()
             return message
 
