@@ -105,6 +105,11 @@ class Streams(threading.Thread):
         return None
 
 
+def _listed(ends: list[str], logs: str) -> str:
+    """How each stream in flight ended, a line each, then the container's log."""
+    return "\n".join(["streams in flight at the kill ended:", *ends, "log:", logs])
+
+
 def exit_status(cid: str, timeout: float) -> int | None:
     try:
         out = subprocess.run(["docker", "wait", cid], capture_output=True, text=True,
@@ -169,10 +174,15 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
     assert last_end <= STREAM_END_S, f"streams ended {last_end:.1f} s after the kill: {ends}"
     if process == "frontend":
         # Nothing else can answer them: the connection is cut, or closed mid-stream.
-        assert all(e.startswith(("cut", "closed without")) for e in ends), ends
+        assert all(e.startswith(("cut", "closed without")) for e in ends), _listed(ends, logs)
     else:
-        # A stream that reached the server as the kill landed is refused outright: 503.
-        assert all(e.startswith(("error event", "HTTP 503")) for e in ends), ends
+        # An error event, or for a stream that reached the server as the kill landed, a
+        # refusal: a server fault, 5xx, never a 4xx.  With tritonserver gone the entrypoint
+        # stops the frontend too, which may close a stream it had no end to give.
+        told = ("error event", "HTTP 5")
+        if process == "tritonserver":
+            told += ("cut", "closed without")
+        assert all(e.startswith(told) for e in ends), _listed(ends, logs)
     assert code == status, f"exit status {code} after {exited:.1f} s\n{logs}"
     if status == 4:
         assert "cannot serve" in logs, logs
