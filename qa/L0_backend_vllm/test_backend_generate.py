@@ -452,8 +452,10 @@ def test_64_concurrent_streams_all_complete(server):
 
 def test_concurrent_streams_carry_more_tokens_each_and_lose_none(server, reference):
     """Eight greedy streams at once: the backend sends several tokens per response (see
-    coalesce.py), yet every stream starts with its first token alone, ends with the
-    last, adds up to the exact count and joins into the offline engine's text."""
+    coalesce.py), yet every stream ends with the last, adds up to the exact count and
+    joins into the offline engine's text.  (Its first response is not held to one token:
+    vLLM merges the outputs that a reader has not taken yet, so on a starved machine the
+    first response can carry the first two.)"""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(i):
@@ -465,7 +467,6 @@ def test_concurrent_streams_carry_more_tokens_each_and_lose_none(server, referen
     for i, events in enumerate(streams):
         assert all("error" not in e for e in events), events
         counts = [e["num_output_tokens"] for e in events]
-        assert counts[0] == 1, counts
         assert sum(counts) == GREEDY["max_tokens"], counts
         assert "".join(e["text_output"] for e in events) == reference[i % len(PROMPTS)]["text"]
         assert events[-1]["finish_reason"] == "length"
