@@ -170,18 +170,38 @@ def test_the_stubs_are_found_by_command_line_with_their_models(tmp_path):
     _stub(tmp_path, 35, ["python3", "-m", "triton_vllm_backend.watch"])
     (tmp_path / "self").mkdir()
     stubs = watch.StubProcesses(tmp_path)
-    assert stubs.gone() == {}
+    assert stubs.gone() == {} and stubs.serving() == {"llm"}
     (tmp_path / "34" / "cmdline").write_bytes(b"")  # killed, not yet reaped: a zombie
-    assert stubs.gone() == {34: "llm"}
+    assert stubs.gone() == {34: "llm"} and stubs.serving() == set()
     assert stubs.gone() == {}
 
 
 class Stubs:
-    def __init__(self, looks):
+    def __init__(self, looks, serving=()):
         self.looks = list(looks)
+        self._serving = set(serving)
 
     def gone(self):
         return self.looks.pop(0) if self.looks else {}
+
+    def serving(self):
+        return self._serving
+
+
+def test_a_model_reloaded_in_place_keeps_a_stub_and_is_not_dead(triton):
+    server = watch.Server(triton.url, timeout=5)
+    sleeps = []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            triton.answers["llm"] = (503, "the vLLM engine of model 'llm' died")
+
+    # The old stub went; the new one serves "llm".
+    stubs = Stubs([{}, {34: "llm"}, {}], serving={"llm"})
+    assert watch.watch(server, 0, 3, lambda m: None, sleep=sleep,
+                       stubs=stubs) == watch.MODEL_DEAD
+    assert len(triton.asked) == 4  # dead only when its health check said so
 
 
 def test_a_ready_model_whose_stub_is_gone_is_dead_without_asking_it(triton):

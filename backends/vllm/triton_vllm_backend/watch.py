@@ -169,6 +169,10 @@ class StubProcesses:
         self._alive = alive
         return gone
 
+    def serving(self) -> set[str]:
+        """The models with a stub alive at the last look."""
+        return set(self._alive.values())
+
 
 def wait_until_ready(server: Server, start_timeout: float, interval: float,
                      clock=time.monotonic, sleep=time.sleep) -> bool:
@@ -188,7 +192,9 @@ def watch(server: Server, interval: float, failures: int, log, sleep=time.sleep,
     gone: dict[int, str] = {}  # stubs gone, until a listing of the models says whose
     while True:
         # Looked at before the models are listed: a model being unloaded, whose stub
-        # stops, is no longer READY by then.
+        # stops, is no longer READY by then.  A model reloaded in place keeps a stub (the
+        # new one starts before the old one stops); so does one of several instances
+        # whose stub died, which the health check finds instead.
         gone.update(stubs.gone())
         try:
             models = server.vllm_models()
@@ -196,8 +202,9 @@ def watch(server: Server, interval: float, failures: int, log, sleep=time.sleep,
             log(f"watch: cannot list the models ({err}); trying again")
             models = list(misses)
         else:
+            serving = stubs.serving()
             for pid, name in gone.items():
-                if name in models:
+                if name in models and name not in serving:
                     log(f"watch: model '{name}' cannot serve (its stub process {pid} "
                         f"died); stopping the server so that it is restarted")
                     return MODEL_DEAD
