@@ -188,22 +188,6 @@ class Stubs:
         return self._serving
 
 
-def test_a_model_reloaded_in_place_keeps_a_stub_and_is_not_dead(triton):
-    server = watch.Server(triton.url, timeout=5)
-    sleeps = []
-
-    def sleep(seconds):
-        sleeps.append(seconds)
-        if len(sleeps) == 3:
-            triton.answers["llm"] = (503, "the vLLM engine of model 'llm' died")
-
-    # The old stub went; the new one serves "llm".
-    stubs = Stubs([{}, {34: "llm"}, {}], serving={"llm"})
-    assert watch.watch(server, 0, 3, lambda m: None, sleep=sleep,
-                       stubs=stubs) == watch.MODEL_DEAD
-    assert len(triton.asked) == 4  # dead only when its health check said so
-
-
 def test_a_ready_model_whose_stub_is_gone_is_dead_without_asking_it(triton):
     logged = []
     server = watch.Server(triton.url, timeout=5)
@@ -214,7 +198,11 @@ def test_a_ready_model_whose_stub_is_gone_is_dead_without_asking_it(triton):
     assert "stub process 34 died" in logged[-1]
 
 
-def test_a_stub_gone_with_its_unloaded_model_is_not_a_death(triton):
+@pytest.mark.parametrize("gone, serving", [
+    ({40: "unloaded"}, set()),  # an unloaded model is no longer in the index
+    ({34: "llm"}, {"llm"}),     # reloaded in place: the new stub serves "llm"
+], ids=["unloaded", "reloaded"])
+def test_a_stub_gone_while_its_model_is_served_is_not_a_death(triton, gone, serving):
     server = watch.Server(triton.url, timeout=5)
     sleeps = []
 
@@ -223,11 +211,10 @@ def test_a_stub_gone_with_its_unloaded_model_is_not_a_death(triton):
         if len(sleeps) == 3:
             triton.answers["llm"] = (503, "the vLLM engine of model 'llm' died")
 
-    # The unloaded model is no longer in the index; "llm" is, and its stub lives on.
-    stubs = Stubs([{}, {40: "unloaded"}, {}])
+    stubs = Stubs([{}, gone, {}], serving=serving)
     assert watch.watch(server, 0, 3, lambda m: None, sleep=sleep,
                        stubs=stubs) == watch.MODEL_DEAD
-    assert len(triton.asked) == 4  # it went on asking until the engine died
+    assert len(triton.asked) == 4  # dead only once its health check said so
 
 
 def test_a_stub_gone_while_the_models_cannot_be_listed_counts_at_the_next_listing():
