@@ -58,3 +58,17 @@ def test_readiness_follows_triton_going_away_and_coming_back(make_client):
     assert c.get("/health/live").status_code == 200
     fake.ready = True
     _wait_status(c, "/health/ready", 200)
+
+
+def test_readiness_can_require_models_by_name(make_client):
+    from triton_openai.triton.client import ModelInfo
+
+    llm = ModelInfo("llm", "1", True, {"vllm_model": "/nonexistent", "vllm_runner": "generate"})
+    fake = FakeTriton(models=[llm, ModelInfo("later", "1", False, {})])
+    c = make_client(fake=fake)
+    _wait_status(c, "/health/ready?model=llm", 200)
+    # A model Triton lists but has not made READY, and one it does not know, both hold it.
+    r = c.get("/health/ready?model=llm&model=later&model=nowhere")
+    assert r.status_code == 503
+    assert r.json()["status"].startswith("not serving later, nowhere")
+    assert c.get("/health/ready").status_code == 200

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, FastAPI, Request
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from .protocol import HealthStatus
 
 router = APIRouter()
+
+# ?model=NAME, repeatable: models that must be served too (a probe's, for its deployment).
+RequiredModels = Annotated[list[str], Query(description=(
+    "Models that must be served too (repeatable): a client name or Triton's."))]
 
 
 def health(request: Request):
@@ -21,8 +27,8 @@ async def live():
 
 @router.get("/health/ready", response_model=HealthStatus,
             responses={503: {"model": HealthStatus, "description": "Not ready, and why."}})
-async def ready(request: Request):
-    ok, why = await health(request).ready()
+async def ready(request: Request, model: RequiredModels = ()):
+    ok, why = await health(request).ready(model)
     return JSONResponse({"status": why}, status_code=200 if ok else 503)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import urllib.request
+from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -24,7 +25,13 @@ class HealthServing:
         self.warmup = warmup
         self.drain = drain
 
-    async def ready(self) -> tuple[bool, str]:
+    async def ready(self, required: Sequence[str] = ()) -> tuple[bool, str]:
+        """Ready to serve, and serving each `required` model (a client name or Triton's).
+
+        Triton's own readiness (strict, its default) already holds only while every
+        model it loaded is READY; `required` also catches a model that is not there at
+        all, which Triton does not know it should have.
+        """
         if self.drain is not None and self.drain.draining:
             return False, "shutting down"
         if not await self.client.server_ready():
@@ -35,6 +42,10 @@ class HealthServing:
             return False, err.message
         if not models:
             return False, "no model is loaded"
+        names = {n for m in models for n in (m.id, m.triton_name)}
+        missing = [name for name in required if name not in names]
+        if missing:
+            return False, f"not serving {', '.join(missing)} (not READY in Triton, or not vLLM's)"
         if self.warmup is not None:
             waiting = self.warmup.pending(models)
             if waiting:
