@@ -1,5 +1,6 @@
-"""What completions and chat completions share: the tokenizer, token budgets, and the
-engine calls of one request (one Triton request per prompt, merged into one stream)."""
+"""What every generating API shares: the tokenizer, a prompt's sampling parameters (token
+budget included), and the engine calls of one request (one Triton request per prompt,
+merged into one stream)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from .catalog import ModelCatalog, ServedModel
 from .fanin import merge
 from .prompts import Prompt, TokenBudget
 from .sampling_defaults import SamplingDefaults
+from .structured import combine
 from .tokenizers import TokenizerCache
 from .triton import vllm_io
 from .triton.client import TritonClient
-from .triton.vllm_contract import LORA_NAME
+from .triton.vllm_contract import LORA_NAME, STRUCTURED_OUTPUTS
 from .triton.vllm_io import GenerationChunk, GenerationRequest
 
 
@@ -29,12 +31,26 @@ class GenerationService:
         self.defaults = defaults or SamplingDefaults()
         self.compact_json = compact_json  # JSON constraints leave out free whitespace
 
-    def sampling(self, model: ServedModel, requested: dict[str, Any]) -> dict[str, Any]:
-        """The request's sampling parameters over the model's generation-config defaults."""
-        return self.defaults.apply(self.defaults.of(model.model_path), requested)
+    def sampling(self, model: ServedModel, prompt: Prompt, fields: dict[str, Any], *,
+                 max_tokens: int | None, max_tokens_param: str, prompt_param: str,
+                 logprobs: int | None = None, constraint: dict | None = None,
+                 structured_outputs: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The sampling parameters of one prompt's Triton request: the request's `fields`
+        over the model's generation-config defaults, max_tokens checked against the
+        context, logprobs, and the one structured-outputs constraint (`constraint` from
+        OpenAI's fields, or the vLLM `structured_outputs` extension)."""
+        sampling = self.defaults.apply(self.defaults.of(model.model_path), fields)
+        sampling["max_tokens"] = self._max_tokens(model, prompt, max_tokens, max_tokens_param,
+                                                  prompt_param)
+        if logprobs is not None:
+            sampling["logprobs"] = logprobs
+        constraint = combine(constraint, structured_outputs, self.compact_json)
+        if constraint is not None:
+            sampling[STRUCTURED_OUTPUTS] = constraint
+        return sampling
 
-    def max_tokens(self, model: ServedModel, prompt: Prompt, requested: int | None,
-                   param: str, prompt_param: str) -> int | None:
+    def _max_tokens(self, model: ServedModel, prompt: Prompt, requested: int | None,
+                    param: str, prompt_param: str) -> int | None:
         """max_tokens for a prompt; the generation config's max_new_tokens caps the default."""
         budget = self.budget(model, prompt, requested, param, prompt_param)
         cap = self.defaults.of(model.model_path).get("max_tokens")

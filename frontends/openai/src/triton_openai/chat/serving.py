@@ -16,9 +16,9 @@ from ..reasoning import ReasoningParser
 from ..reasoning import get_parser as get_reasoning_parser
 from ..request_ids import request_id
 from ..responses import event_stream_response, json_response, usage
-from ..structured import combine, from_response_format
+from ..structured import from_response_format
 from ..tool_parsers import get_parser
-from ..triton.vllm_contract import GENERATE, STRUCTURED_OUTPUTS
+from ..triton.vllm_contract import GENERATE
 from .context import ChatContext
 from .protocol import ChatCompletionRequest
 from .stream import chat_events
@@ -26,12 +26,10 @@ from .templating import messages_for_template, render
 from .tools import ToolUse
 
 
-def _constraint(req: ChatCompletionRequest, tools: ToolUse, compact_json: bool) -> dict | None:
-    """The structured-outputs constraint: forced tool calls first, then the request's."""
-    constraint = tools.constraint
-    if constraint is None and req.response_format is not None:
-        constraint = from_response_format(req.response_format.model_dump(by_alias=True))
-    return combine(constraint, req.structured_outputs, compact_json)
+def _format_constraint(req: ChatCompletionRequest) -> dict | None:
+    if req.response_format is None:
+        return None
+    return from_response_format(req.response_format.model_dump(by_alias=True))
 
 
 class ChatServing:
@@ -80,15 +78,13 @@ class ChatServing:
 
     def _sampling(self, req: ChatCompletionRequest, model: ServedModel, prompt: Prompt,
                   tools: ToolUse) -> dict[str, Any]:
-        sampling = self.gen.sampling(model, req.sampling_dict())
-        sampling["max_tokens"] = self.gen.max_tokens(
-            model, prompt, req.completion_budget, "max_completion_tokens", "messages")
-        if req.logprobs:
-            sampling["logprobs"] = req.top_logprobs or 0
-        constraint = _constraint(req, tools, self.gen.compact_json)
-        if constraint is not None:
-            sampling[STRUCTURED_OUTPUTS] = constraint
-        return sampling
+        return self.gen.sampling(
+            model, prompt, req.sampling_dict(), max_tokens=req.completion_budget,
+            max_tokens_param="max_completion_tokens", prompt_param="messages",
+            logprobs=(req.top_logprobs or 0) if req.logprobs else None,
+            # Forced tool calls first, then the request's format.
+            constraint=tools.constraint or _format_constraint(req),
+            structured_outputs=req.structured_outputs)
 
     async def _full(self, ctx: ChatContext, stream: AsyncIterator) -> Response:
         n = ctx.req.n

@@ -15,8 +15,7 @@ from ..logprobs import completion_logprobs, merge_completion_logprobs
 from ..prompts import Prompt
 from ..request_ids import request_id
 from ..responses import event_stream_response, json_response, usage
-from ..structured import combine
-from ..triton.vllm_contract import GENERATE, STRUCTURED_OUTPUTS
+from ..triton.vllm_contract import GENERATE
 from .protocol import CompletionRequest
 
 
@@ -52,17 +51,10 @@ class CompletionsServing:
                 text = tok.decode(p) if tok is not None and req.echo else None
                 prompts.append(Prompt(text, list(p)))
 
-        samplings = []
-        for p in prompts:
-            s = self.gen.sampling(model, req.sampling_dict())
-            max_tokens = self.gen.max_tokens(model, p, req.max_tokens, "max_tokens", "prompt")
-            s["max_tokens"] = max_tokens
-            if req.logprobs is not None:
-                s["logprobs"] = req.logprobs
-            constraint = combine(None, req.structured_outputs, self.gen.compact_json)
-            if constraint is not None:
-                s[STRUCTURED_OUTPUTS] = constraint
-            samplings.append(s)
+        samplings = [self.gen.sampling(
+            model, p, req.sampling_dict(), max_tokens=req.max_tokens, max_tokens_param="max_tokens",
+            prompt_param="prompt", logprobs=req.logprobs,
+            structured_outputs=req.structured_outputs) for p in prompts]
 
         rid = request_id("cmpl")
         created = int(time.time())

@@ -24,9 +24,9 @@ from ..reasoning import ReasoningParser
 from ..reasoning import get_parser as get_reasoning_parser
 from ..request_ids import new_id
 from ..responses import json_response
-from ..structured import combine, from_response_format
+from ..structured import from_response_format
 from ..tool_parsers import get_parser
-from ..triton.vllm_contract import GENERATE, STRUCTURED_OUTPUTS
+from ..triton.vllm_contract import GENERATE
 from .events import Event, ResponseBuilder
 from .items import ToolRequest, input_messages, output_messages
 from .protocol import ResponsesRequest
@@ -91,15 +91,6 @@ def _format_constraint(req: ResponsesRequest) -> dict | None:
     return from_response_format({"type": fmt.type, "json_schema": {"schema": fmt.json_schema}})
 
 
-def _constraint(req: ResponsesRequest, tools: ToolUse, compact_json: bool) -> dict | None:
-    """The structured-outputs constraint: forced tool calls first, then text.format, or the
-    vLLM `structured_outputs` extension (as in chat completions)."""
-    constraint = tools.constraint
-    if constraint is None:
-        constraint = _format_constraint(req)
-    return combine(constraint, req.structured_outputs, compact_json)
-
-
 class ResponsesServing:
     def __init__(self, generation: GenerationService, chat_template: str | None = None,
                  tool_parser: str = "llama3_json", store_size: int = 1000,
@@ -130,12 +121,12 @@ class ResponsesServing:
         tools = ToolUse.of(tool_req, get_parser(self.tool_parser_name))
         prompt = await self._prompt(req, model, messages,
                                     tool_req.tools if tools.mode != "none" else None)
-        sampling = self.gen.sampling(model, req.sampling_dict())
-        sampling["max_tokens"] = self.gen.max_tokens(model, prompt, req.max_output_tokens,
-                                                     "max_output_tokens", "input")
-        constraint = _constraint(req, tools, self.gen.compact_json)
-        if constraint is not None:
-            sampling[STRUCTURED_OUTPUTS] = constraint
+        sampling = self.gen.sampling(
+            model, prompt, req.sampling_dict(), max_tokens=req.max_output_tokens,
+            max_tokens_param="max_output_tokens", prompt_param="input",
+            # Forced tool calls first, then text.format (as in chat completions).
+            constraint=tools.constraint or _format_constraint(req),
+            structured_outputs=req.structured_outputs)
 
         response = self._response_object(req, model.id)
         builder = ResponseBuilder(response, tools, prompt.num_tokens, self._reasoning(req, tools))
