@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..decoding import Decoder
 from ..logprobs import chat_logprobs
-from ..reasoning import ReasoningParser
 from ..triton.vllm_io import ChoiceDelta
 from .protocol import ChatCompletionRequest
 from .tools import ToolUse
@@ -17,9 +17,12 @@ class ChatContext:
     model_id: str
     rid: str
     created: int
-    tools: ToolUse
+    decoder: Decoder  # splits off reasoning, reads tool calls
     prompt_tokens: int | None  # None when the backend counts them
-    reasoning: ReasoningParser | None = None  # splits reasoning from the answer
+
+    @property
+    def tools(self) -> ToolUse:
+        return self.decoder.tools
 
     def logprobs(self, delta: ChoiceDelta) -> list[dict] | None:
         """OpenAI's logprobs `content` for a delta, when the request asked for them."""

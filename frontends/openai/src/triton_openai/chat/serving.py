@@ -9,10 +9,10 @@ from typing import Any
 from fastapi.responses import Response
 
 from ..catalog import ServedModel
+from ..decoding import Decoder
 from ..fanin import primed
 from ..generation import GenerationService
 from ..prompts import Prompt
-from ..reasoning import ReasoningParser
 from ..reasoning import get_parser as get_reasoning_parser
 from ..request_ids import request_id
 from ..responses import event_stream_response, json_response, usage
@@ -41,14 +41,9 @@ class ChatServing:
         self.tool_parser_name = tool_parser
         self.reasoning = get_reasoning_parser(reasoning_parser) if reasoning_parser else None
 
-    def _reasoning(self, req: ChatCompletionRequest, tools: ToolUse) -> ReasoningParser | None:
-        """The reasoning parser, unless the answer is JSON from its first token (a forced
-        tool call or a response_format): then there is no reasoning to split off."""
-        if tools.constraint is not None:
-            return None
-        if req.response_format is not None and req.response_format.type != "text":
-            return None
-        return self.reasoning
+    def _decoder(self, req: ChatCompletionRequest, tools: ToolUse) -> Decoder:
+        json_answer = req.response_format is not None and req.response_format.type != "text"
+        return Decoder.of(tools, self.reasoning, json_answer)
 
     async def create(self, req: ChatCompletionRequest) -> Response:
         model = await self.gen.catalog.get(req.model, runner=GENERATE)
@@ -56,8 +51,8 @@ class ChatServing:
         prompt = await self._prompt(req, model, tools)
         sampling = self._sampling(req, model, prompt, tools)
         rid = request_id("chatcmpl")
-        ctx = ChatContext(req, model.id, rid, int(time.time()), tools, prompt.num_tokens,
-                          self._reasoning(req, tools))
+        ctx = ChatContext(req, model.id, rid, int(time.time()), self._decoder(req, tools),
+                          prompt.num_tokens)
         stream = self.gen.run(model, [prompt], [sampling], req.stream, req.logprobs)
         if req.stream:
             stream = await primed(stream)
@@ -105,16 +100,15 @@ class ChatServing:
                     lps[d.index].extend(content)
         choices = []
         for i in range(n):
-            thought, text = ctx.reasoning.split(texts[i]) if ctx.reasoning else (None, texts[i])
-            content, calls, reason = ctx.tools.finish(i, text, reasons[i] or "stop")
-            message = {"role": "assistant", "content": content}
-            if ctx.reasoning:
-                message["reasoning"] = thought or None
-            if calls:
-                message["tool_calls"] = [c.to_openai() for c in calls]
+            piece = ctx.decoder.whole(i, texts[i], reasons[i] or "stop")
+            message = {"role": "assistant", "content": piece.content}
+            if ctx.decoder.reasoning:
+                message["reasoning"] = piece.reasoning or None
+            if piece.calls:
+                message["tool_calls"] = [c.to_openai() for c in piece.calls]
             choices.append({"index": i, "message": message,
                             "logprobs": {"content": lps[i]} if ctx.req.logprobs else None,
-                            "finish_reason": reason})
+                            "finish_reason": piece.finish})
         return json_response({"id": ctx.rid, "object": "chat.completion", "created": ctx.created,
                               "model": ctx.model_id, "choices": choices,
                               "usage": usage(n_in, sum(counts))})

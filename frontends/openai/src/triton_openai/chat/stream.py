@@ -6,19 +6,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from .. import sse
-from ..reasoning import ReasoningStream
+from ..decoding import ChoiceDecoder, Piece
 from ..responses import usage
 from ..triton.vllm_io import ChoiceDelta, GenerationChunk
 from .context import ChatContext
-from .tools import HOLDING_MODES
 
 
 @dataclass
 class _Choice:
-    holding: bool  # text is held back while it may still be a tool call
-    held: str = ""
+    decoder: ChoiceDecoder
     completion_tokens: int = 0
-    reasoning: ReasoningStream | None = None  # splits off the reasoning, with a parser
 
 
 class ChatStream:
@@ -26,9 +23,7 @@ class ChatStream:
         self.ctx = ctx
         self.head = {"id": ctx.rid, "object": "chat.completion.chunk", "created": ctx.created,
                      "model": ctx.model_id}
-        holding = ctx.tools.mode in HOLDING_MODES
-        self.choices = [_Choice(holding, reasoning=ctx.reasoning.stream() if ctx.reasoning else None)
-                        for _ in range(ctx.req.n)]
+        self.choices = [_Choice(ctx.decoder.choice(i)) for i in range(ctx.req.n)]
         self.prompt_tokens = ctx.prompt_tokens or 0
         options = ctx.req.stream_options
         self.continuous_usage = bool(options and options.usage_in_every_chunk)
@@ -72,23 +67,17 @@ class ChatStream:
             choice.completion_tokens += d.num_output_tokens
         content = self.ctx.logprobs(d)
         lp = {"content": content} if content is not None else None
-        text, finish = d.text, d.finish_reason
+        piece = choice.decoder.feed(d.text, d.finish_reason)
         events = []
-        if choice.reasoning is not None:
-            thought, text = choice.reasoning.feed(text, final=bool(finish))
-            if thought:
-                events.append(self.event(i, {"reasoning": thought}, logprobs=lp))
-                lp = None
-        return events + self._answer_events(choice, i, text, finish, lp)
+        if piece.reasoning:
+            events.append(self.event(i, {"reasoning": piece.reasoning}, logprobs=lp))
+            lp = None
+        return events + self._answer_events(i, piece, lp)
 
-    def _answer_events(self, choice: _Choice, i: int, text: str, finish: str | None,
-                       lp: dict | None) -> list[bytes]:
-        text = self._release(choice, text)
-        if finish and choice.holding:
-            text, calls, finish = self.ctx.tools.finish(i, choice.held, finish)
-            if calls:
-                return [*self._call_events(i, calls, lp), self.event(i, {}, finish)]
-            text = text or ""
+    def _answer_events(self, i: int, piece: Piece, lp: dict | None) -> list[bytes]:
+        text, finish = piece.content, piece.finish
+        if piece.calls:
+            return [*self._call_events(i, piece.calls, lp), self.event(i, {}, finish)]
         if self.ctx.tools.mode == "named":
             return self._named_call_events(i, text, finish, lp)
         if text or finish or lp:
@@ -107,16 +96,6 @@ class ChatStream:
             events.append(self.event(i, {"tool_calls": [
                 {"index": k, "function": {"arguments": call.arguments}}]}))
         return events
-
-    def _release(self, choice: _Choice, text: str) -> str:
-        """The text to send now: none while the choice may still be a tool call."""
-        if not choice.holding:
-            return text
-        choice.held += text
-        if self.ctx.tools.mode == "auto" and not self.ctx.tools.parser.may_be_call(choice.held):
-            text, choice.held, choice.holding = choice.held, "", False
-            return text
-        return ""
 
     def _named_call_events(self, i: int, text: str, finish: str | None,
                            lp: dict | None) -> list[bytes]:

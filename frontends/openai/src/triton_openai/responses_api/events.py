@@ -18,8 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..chat.tools import HOLDING_MODES, ToolUse
-from ..reasoning import ReasoningParser
+from ..decoding import Decoder, Piece
 from ..tool_parsers import ToolCall
 from ..triton.vllm_io import GenerationChunk
 
@@ -37,19 +36,17 @@ def usage(input_tokens: int, output_tokens: int) -> dict:
 
 
 class ResponseBuilder:
-    def __init__(self, response: dict, tools: ToolUse, prompt_tokens: int | None,
-                 reasoning: ReasoningParser | None = None):
+    def __init__(self, response: dict, decoder: Decoder, prompt_tokens: int | None):
         self.response = response  # the object GET returns; updated in place
-        self.tools = tools
-        self.thinking = reasoning.stream() if reasoning is not None else None
+        self.tools = decoder.tools
+        self.decoder = decoder.choice(0)  # n is always 1
+        self.calls: list[ToolCall] = []  # read from held-back text, sent at the finish
         self.reasoning: dict | None = None  # the reasoning item, open or closed
         self.reasoning_open = False
         self.thought = ""
         self.seq = 0
         self.input_tokens = prompt_tokens or 0
         self.output_tokens = 0
-        self.holding = tools.mode in HOLDING_MODES
-        self.held = ""
         self.message: dict | None = None  # the open message item
         self.text = ""
         self.call: dict | None = None  # the open call item of a named tool_choice
@@ -77,41 +74,32 @@ class ResponseBuilder:
                 self.output_tokens += d.num_output_tokens
             if d.finish_reason:
                 self.finish_reason = d.finish_reason
-            events += self._answer(d.text, final=bool(d.finish_reason))
+            events += self._answer(self.decoder.feed(d.text, d.finish_reason))
         return events
 
-    def _answer(self, text: str, final: bool = False) -> list[Event]:
-        """One piece of generated text: its reasoning to the reasoning item, the rest to the
-        message or call."""
-        events: list[Event] = []
-        if self.thinking is not None:
-            thought, text = self.thinking.feed(text, final=final)
-            events += self._reason(thought)
-            if text:
-                events += self._close_reasoning()  # the answer has begun: thinking is over
+    def _answer(self, piece: Piece) -> list[Event]:
+        """One decoded piece: its reasoning to the reasoning item, the rest to the message
+        or call."""
+        events = self._reason(piece.reasoning)
+        if piece.began:
+            events += self._close_reasoning()  # the answer has begun: thinking is over
+        self.calls += piece.calls
         if self.tools.mode == "named":
-            return events + self._call_text(text)
-        return events + self._text(self._release(text))
+            return events + self._call_text(piece.content)
+        return events + self._text(piece.content)
 
     def finish(self) -> list[Event]:
         """Close the open items, add held-back calls, and end the response."""
         reason = self.finish_reason or "stop"
-        events: list[Event] = []
-        calls: list[ToolCall] = []
-        if self.thinking is not None:
-            events += self._answer("", final=True)  # what was held back as a possible tag
-            events += self._close_reasoning(at_finish=True)
-        if self.holding:
-            content, calls, _ = self.tools.finish(0, self.held, reason)
-            self.held = ""
-            events += self._text(content or "")
+        events = self._answer(self.decoder.end(reason))
+        events += self._close_reasoning(at_finish=True)
         if self.tools.mode == "named":
             events += self._call_text("")
             events += self._close_call(self.call)
-        elif self.message is not None or not (calls or self.reasoning):
+        elif self.message is not None or not (self.calls or self.reasoning):
             events += self._text("", force_open=True)
             events += self._close_message()
-        for call in calls:
+        for call in self.calls:
             item, added = self._open_call(call.name, call.id)
             events += [added, *self._call_deltas(item, call.arguments)]
             events += self._close_call(item)
@@ -134,16 +122,6 @@ class ResponseBuilder:
         return [self._snapshot("response.failed")]
 
     # --- messages -----------------------------------------------------------------
-    def _release(self, text: str) -> str:
-        """The text to send now: none while it may still be a tool call."""
-        if not self.holding:
-            return text
-        self.held += text
-        if self.tools.mode == "auto" and not self.tools.parser.may_be_call(self.held):
-            text, self.held, self.holding = self.held, "", False
-            return text
-        return ""
-
     def _text(self, text: str, force_open: bool = False) -> list[Event]:
         events: list[Event] = []
         if not text and not force_open:

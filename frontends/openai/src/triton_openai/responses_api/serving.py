@@ -16,11 +16,11 @@ from ..catalog import ServedModel
 from ..chat.protocol import ChatMessage
 from ..chat.templating import messages_for_template, render
 from ..chat.tools import ToolUse
+from ..decoding import Decoder
 from ..errors import BadRequestError, as_openai_error
 from ..fanin import primed
 from ..generation import GenerationService
 from ..prompts import Prompt
-from ..reasoning import ReasoningParser
 from ..reasoning import get_parser as get_reasoning_parser
 from ..request_ids import new_id
 from ..responses import json_response
@@ -102,15 +102,9 @@ class ResponsesServing:
         self.store = ResponseStore(store_size)
         self.reasoning = get_reasoning_parser(reasoning_parser) if reasoning_parser else None
 
-    def _reasoning(self, req: ResponsesRequest, tools: ToolUse) -> ReasoningParser | None:
-        """The reasoning parser, unless the answer is JSON from its first token (a forced
-        tool call or a JSON text.format): then there is no reasoning to split off."""
-        if tools.constraint is not None:
-            return None
+    def _decoder(self, req: ResponsesRequest, tools: ToolUse) -> Decoder:
         fmt = req.text.format if req.text is not None else None
-        if fmt is not None and fmt.type != "text":
-            return None
-        return self.reasoning
+        return Decoder.of(tools, self.reasoning, fmt is not None and fmt.type != "text")
 
     async def create(self, req: ResponsesRequest) -> Response:
         for param, why in req.rejections():
@@ -129,7 +123,7 @@ class ResponsesServing:
             structured_outputs=req.structured_outputs)
 
         response = self._response_object(req, model.id)
-        builder = ResponseBuilder(response, tools, prompt.num_tokens, self._reasoning(req, tools))
+        builder = ResponseBuilder(response, self._decoder(req, tools), prompt.num_tokens)
         # Background responses stream from Triton too, so that GET shows their progress.
         stream = self.gen.run(model, [prompt], [sampling], req.stream or bool(req.background),
                               False)
