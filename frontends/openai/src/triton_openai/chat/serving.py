@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi.responses import Response
 
-from ..catalog import ServedModel
-from ..decoding import Decoder
+from ..chat_generation import ChatGeneration
 from ..fanin import primed
 from ..generation import GenerationService
-from ..prompts import Prompt
-from ..reasoning import get_parser as get_reasoning_parser
 from ..request_ids import request_id
 from ..responses import event_stream_response, json_response, usage
 from ..structured import from_response_format
-from ..tool_parsers import get_parser
 from ..triton.vllm_contract import GENERATE
 from .context import ChatContext
 from .protocol import ChatCompletionRequest
 from .stream import chat_events
-from .templating import messages_for_template, render
-from .tools import ToolUse
 
 
 def _format_constraint(req: ChatCompletionRequest) -> dict | None:
@@ -36,50 +29,29 @@ class ChatServing:
     def __init__(self, generation: GenerationService, chat_template: str | None = None,
                  tool_parser: str = "llama3_json", reasoning_parser: str | None = None):
         self.gen = generation
-        self.chat_template = chat_template
-        get_parser(tool_parser)  # fail at start-up on an unknown name
-        self.tool_parser_name = tool_parser
-        self.reasoning = get_reasoning_parser(reasoning_parser) if reasoning_parser else None
-
-    def _decoder(self, req: ChatCompletionRequest, tools: ToolUse) -> Decoder:
-        json_answer = req.response_format is not None and req.response_format.type != "text"
-        return Decoder.of(tools, self.reasoning, json_answer)
+        self.chat = ChatGeneration(generation, chat_template, tool_parser, reasoning_parser)
 
     async def create(self, req: ChatCompletionRequest) -> Response:
         model = await self.gen.catalog.get(req.model, runner=GENERATE)
-        tools = ToolUse.of(req, get_parser(self.tool_parser_name))
-        prompt = await self._prompt(req, model, tools)
-        sampling = self._sampling(req, model, prompt, tools)
-        rid = request_id("chatcmpl")
-        ctx = ChatContext(req, model.id, rid, int(time.time()), self._decoder(req, tools),
-                          prompt.num_tokens)
-        stream = self.gen.run(model, [prompt], [sampling], req.stream, req.logprobs)
-        if req.stream:
-            stream = await primed(stream)
-            return event_stream_response(chat_events(ctx, stream), stream)
-        return await self._full(ctx, stream)
-
-    async def _prompt(self, req: ChatCompletionRequest, model: ServedModel,
-                      tools: ToolUse) -> Prompt:
-        tok = await self.gen.tokenizer(model)
-        tool_dicts = None
-        if tools.mode != "none":
-            tool_dicts = [t.model_dump(exclude_none=True) for t in req.tools]
-        text, ids = render(tok, messages_for_template(req.messages),
-                           req.chat_template or self.chat_template, tool_dicts,
-                           req.add_generation_prompt, req.continue_final_message,
-                           req.chat_template_kwargs)
-        return Prompt(text, ids)
-
-    def _sampling(self, req: ChatCompletionRequest, model: ServedModel, prompt: Prompt,
-                  tools: ToolUse) -> dict[str, Any]:
-        return self.gen.sampling(
+        tools = self.chat.tools(req)
+        prompt = await self.chat.prompt(
+            model, req.messages, tools, req.tools, req.chat_template, req.add_generation_prompt,
+            req.continue_final_message, req.chat_template_kwargs)
+        sampling = self.gen.sampling(
             model, prompt, req.sampling_dict(), max_tokens=req.completion_budget,
             max_tokens_param="max_completion_tokens", prompt_param="messages",
             logprobs=(req.top_logprobs or 0) if req.logprobs else None,
             # Forced tool calls first, then the request's format.
             constraint=tools.constraint or _format_constraint(req),
             structured_outputs=req.structured_outputs)
+        json_answer = req.response_format is not None and req.response_format.type != "text"
+        ctx = ChatContext(req, model.id, request_id("chatcmpl"), int(time.time()),
+                          self.chat.decoder(tools, json_answer), prompt.num_tokens)
+        stream = self.gen.run(model, [prompt], [sampling], req.stream, req.logprobs)
+        if req.stream:
+            stream = await primed(stream)
+            return event_stream_response(chat_events(ctx, stream), stream)
+        return await self._full(ctx, stream)
 
     async def _full(self, ctx: ChatContext, stream: AsyncIterator) -> Response:
         n = ctx.req.n

@@ -12,20 +12,14 @@ from typing import Any
 from fastapi.responses import Response
 
 from .. import sse
-from ..catalog import ServedModel
 from ..chat.protocol import ChatMessage
-from ..chat.templating import messages_for_template, render
-from ..chat.tools import ToolUse
-from ..decoding import Decoder
+from ..chat_generation import ChatGeneration
 from ..errors import BadRequestError, as_openai_error
 from ..fanin import primed
 from ..generation import GenerationService
-from ..prompts import Prompt
-from ..reasoning import get_parser as get_reasoning_parser
 from ..request_ids import new_id
 from ..responses import json_response
 from ..structured import from_response_format
-from ..tool_parsers import get_parser
 from ..triton.vllm_contract import GENERATE
 from .events import Event, ResponseBuilder
 from .items import ToolRequest, input_messages, output_messages
@@ -96,15 +90,8 @@ class ResponsesServing:
                  tool_parser: str = "llama3_json", store_size: int = 1000,
                  reasoning_parser: str | None = None):
         self.gen = generation
-        self.chat_template = chat_template
-        get_parser(tool_parser)  # fail at start-up on an unknown name
-        self.tool_parser_name = tool_parser
+        self.chat = ChatGeneration(generation, chat_template, tool_parser, reasoning_parser)
         self.store = ResponseStore(store_size)
-        self.reasoning = get_reasoning_parser(reasoning_parser) if reasoning_parser else None
-
-    def _decoder(self, req: ResponsesRequest, tools: ToolUse) -> Decoder:
-        fmt = req.text.format if req.text is not None else None
-        return Decoder.of(tools, self.reasoning, fmt is not None and fmt.type != "text")
 
     async def create(self, req: ResponsesRequest) -> Response:
         for param, why in req.rejections():
@@ -112,9 +99,10 @@ class ResponsesServing:
         model = await self.gen.catalog.get(req.model, runner=GENERATE)
         messages = self._history(req.previous_response_id) + input_messages(req.input)
         tool_req = ToolRequest.of(req.tools, req.tool_choice, req.parallel_tool_calls)
-        tools = ToolUse.of(tool_req, get_parser(self.tool_parser_name))
-        prompt = await self._prompt(req, model, messages,
-                                    tool_req.tools if tools.mode != "none" else None)
+        tools = self.chat.tools(tool_req)
+        instructions = [] if req.instructions is None else [
+            ChatMessage(role="system", content=req.instructions)]
+        prompt = await self.chat.prompt(model, instructions + messages, tools, tool_req.tools)
         sampling = self.gen.sampling(
             model, prompt, req.sampling_dict(), max_tokens=req.max_output_tokens,
             max_tokens_param="max_output_tokens", prompt_param="input",
@@ -122,8 +110,10 @@ class ResponsesServing:
             constraint=tools.constraint or _format_constraint(req),
             structured_outputs=req.structured_outputs)
 
+        fmt = req.text.format if req.text is not None else None
+        decoder = self.chat.decoder(tools, json_answer=fmt is not None and fmt.type != "text")
         response = self._response_object(req, model.id)
-        builder = ResponseBuilder(response, self._decoder(req, tools), prompt.num_tokens)
+        builder = ResponseBuilder(response, decoder, prompt.num_tokens)
         # Background responses stream from Triton too, so that GET shows their progress.
         stream = self.gen.run(model, [prompt], [sampling], req.stream or bool(req.background),
                               False)
@@ -161,16 +151,6 @@ class ResponsesServing:
             raise BadRequestError(f"previous response {previous_id!r} is still {status}",
                                   param="previous_response_id")
         return entry.messages + output_messages(entry.response["output"])
-
-    async def _prompt(self, req: ResponsesRequest, model: ServedModel,
-                      messages: list[ChatMessage], tools: list | None) -> Prompt:
-        tok = await self.gen.tokenizer(model)
-        if req.instructions is not None:
-            messages = [ChatMessage(role="system", content=req.instructions), *messages]
-        tool_dicts = [t.model_dump(exclude_none=True) for t in tools] if tools else None
-        text, ids = render(tok, messages_for_template(messages), self.chat_template,
-                           tool_dicts, True, False, None)
-        return Prompt(text, ids)
 
     @staticmethod
     def _response_object(req: ResponsesRequest, model_id: str) -> dict[str, Any]:
