@@ -10,7 +10,7 @@ the image's id, digests and size, and every pinned version as `IMAGE versions --
 reports it.  Exit status 1 when any suite fails (or runs no test), 2 on bad arguments.
 
 `./build.py ... --qa[=SUITES]` runs this on the image it built, with DIR the build
-directory's `qa/`; the suites are those of tritonbuild.release.QA_SUITES.
+directory's `qa/`; the suites are those of tritonbuild.release.plan.QA_SUITES.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tritonbuild.hostenv import docker_binary
-from tritonbuild.release import QA_SUITES
+from tritonbuild.release.plan import QA_SUITES
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -44,9 +44,9 @@ if [[ $steps == *4* ]]; then
     docker run --rm "$tag" versions
     # NGC's hook puts tritonserver in front of the command; the image's hook takes it off.
     docker run --rm -e AIP_MODE=PREDICTION "$tag" versions >/dev/null
-    docker run --rm -v "$repo/tritonbuild/vllm_api.py:/check/vllm_api.py:ro" \
-        -v "$repo/tritonbuild/wheel_sources.py:/check/wheel_sources.py:ro" \
-        -v "$repo/tritonbuild/vllm_members.py:/check/vllm_members.py:ro" \
+    docker run --rm -v "$repo/tritonbuild/tools/vllm_api.py:/check/vllm_api.py:ro" \
+        -v "$repo/tritonbuild/tools/wheel_sources.py:/check/wheel_sources.py:ro" \
+        -v "$repo/tritonbuild/tools/vllm_members.py:/check/vllm_members.py:ro" \
         -e TVB_BACKEND_DIR=/opt/tritonserver/backends/vllm \
         -e PYTHONPATH=/opt/tritonserver/backends/vllm \
         --entrypoint /opt/venv/bin/python "$tag" -c '

@@ -1,12 +1,11 @@
 """tritonbuild: Triton-style flags in, multi-stage Dockerfiles and real images out.
 
-The stages are separate modules: flags (parse) -> validate (a BuildPlan) -> render
-(Dockerfile and image files) -> context (the build directory) -> engine (BuildKit).
+The build's stages are separate modules of pipeline/: flags (parse) -> validate (a
+BuildPlan) -> render (Dockerfile and image files) -> context (the build directory) ->
+engine (BuildKit).  release/ runs QA and publishes after the build; tools/ holds the
+commands beside it.
 """
 from .cli import main
-from .components import compose
-from .context import BuildFiles, write_build_dir
-from .engine import BuildCommand, DockerCli, Engine
 from .errors import (
     BuildFailedError,
     ConflictError,
@@ -20,11 +19,14 @@ from .errors import (
     UsageError,
     ValidationError,
 )
-from .flags import parse_flags
 from .hostenv import HostFacts, discover
-from .plan import Backend, BuildPlan, Secret, Sourced
-from .render import Rendered, render
-from .validate import make_plan
+from .pipeline.components import compose
+from .pipeline.context import BuildFiles, write_build_dir
+from .pipeline.engine import BuildCommand, DockerCli, Engine
+from .pipeline.flags import parse_flags
+from .pipeline.plan import Backend, BuildPlan, Secret, Sourced
+from .pipeline.render import Rendered, render
+from .pipeline.validate import make_plan
 
 __all__ = [
     "main", "parse_flags", "make_plan", "render", "write_build_dir", "compose", "discover",

@@ -7,16 +7,16 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import sbom
-from .context import check_sources, write_build_dir
-from .engine import DockerCli, Engine
 from .errors import EngineError, TritonBuildError
-from .flags import parse_flags
 from .hostenv import HostFacts, discover
-from .publish import DockerSkopeo, Registry, publish
-from .release import ReleaseFacts, ReleasePlan, discover_release_facts, make_release_plan
-from .render import render
-from .validate import make_plan
+from .pipeline.context import check_sources, write_build_dir
+from .pipeline.engine import DockerCli, Engine
+from .pipeline.flags import parse_flags
+from .pipeline.render import render
+from .pipeline.validate import make_plan
+from .release import sbom
+from .release.plan import ReleaseFacts, ReleasePlan, discover_release_facts, make_release_plan
+from .release.publish import DockerSkopeo, Registry, publish
 
 __all__ = ["main"]
 

@@ -12,7 +12,7 @@ import pytest
 
 from qa.common.figures import record
 from qa.L0_image.conftest import READY_TIMEOUT, docker, serve
-from tritonbuild.components.sample_model import COMPILE_CACHE_DIR as SEED
+from tritonbuild.pipeline.components.sample_model import COMPILE_CACHE_DIR as SEED
 
 pytestmark = pytest.mark.docker
 GRACE_S = 30        # docker stop -t: SIGTERM, then SIGKILL after this many seconds

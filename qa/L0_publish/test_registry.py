@@ -22,9 +22,15 @@ import pytest
 from qa.common.docker import docker as run_docker
 from qa.common.registry import LocalRegistry
 from tritonbuild import pins
-from tritonbuild.publish import CredentialsError, DockerSkopeo, parse_target, publish, sbom_tag
-from tritonbuild.sbom import dumps, image_sbom
-from tritonbuild.tags import compute_tags
+from tritonbuild.release.publish import (
+    CredentialsError,
+    DockerSkopeo,
+    parse_target,
+    publish,
+    sbom_tag,
+)
+from tritonbuild.release.sbom import dumps, image_sbom
+from tritonbuild.release.tags import compute_tags
 
 pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parents[2]

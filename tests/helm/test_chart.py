@@ -218,7 +218,7 @@ def test_probes_have_their_roles():
     # goes unanswered, as on a busy engine, passes).
     from triton_vllm_backend import watch
 
-    from tritonbuild.components.vllm_backend import VllmBackend
+    from tritonbuild.pipeline.components.vllm_backend import VllmBackend
     command = live["exec"]["command"]
     assert command[:5] == ["env", f"PYTHONPATH={VllmBackend.DIR}", "python3", "-m",
                            "triton_vllm_backend.watch"]

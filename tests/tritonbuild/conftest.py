@@ -8,16 +8,17 @@ from pathlib import Path
 import pytest
 
 from tritonbuild import pins
-from tritonbuild.flags import parse_flags
 from tritonbuild.hostenv import REPO_ROOT, HostFacts
-from tritonbuild.validate import make_plan
+from tritonbuild.pipeline.flags import parse_flags
+from tritonbuild.pipeline.validate import make_plan
 
 # Regenerate the golden files instead of comparing them:
 #   TVB_UPDATE_GOLDEN=1 scripts/run_tests.sh tests/tritonbuild
 UPDATE_GOLDEN_ENV = "TVB_UPDATE_GOLDEN"
 UPDATE_GOLDEN = os.environ.get(UPDATE_GOLDEN_ENV) == "1"
 # Where they are; another folder only for the test that regenerates them.
-GOLDEN_DIR = Path(os.environ.get("TVB_GOLDEN_DIR") or Path(__file__).parent / "golden")
+GOLDEN_DIR = Path(os.environ.get("TVB_GOLDEN_DIR")
+                  or Path(__file__).parent / "pipeline" / "golden")
 
 
 @pytest.fixture(scope="session")

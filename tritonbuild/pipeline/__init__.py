@@ -1,0 +1,1 @@
+"""The build pipeline: flags -> plan -> Dockerfile and image files -> build directory -> engine."""
