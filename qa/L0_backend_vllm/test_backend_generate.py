@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from qa.common import series_total, settled
+from qa.common.metrics import metric_type, samples, series_total, settled
 
 from .vllm_suite import (
     MODEL,
@@ -508,22 +508,21 @@ def test_vllm_metrics_with_model_and_version_labels(server):
     text = httpx.get(server.metrics_url).text
     for name in counters:
         assert series_total(text, name, **labels) > 0, name
-        assert f"# TYPE {name} counter" in text
+        assert metric_type(text, name) == "counter", name
     for name, kind in present.items():
-        assert f"# TYPE {name} {kind}" in text
-        assert any(line.startswith(name + "{") and all(f'{k}="{v}"' in line
-                                                       for k, v in labels.items())
-                   for line in text.splitlines()), name
+        assert metric_type(text, name) == kind, name
+        assert samples(text, name, **labels), name
     for name in histograms:
-        assert f"# TYPE {name} histogram" in text
+        assert metric_type(text, name) == "histogram", name
         assert series_total(text, f"{name}_count", **labels) > 0, name
         assert series_total(text, f"{name}_bucket", **labels, le="+Inf") > 0, name
     # Two choices were asked for at least once.
     assert _metric(server, "vllm:request_params_n_sum") >= 2
     # Each finish reason has its series from the start; both choices ran to max_tokens.
-    assert "# TYPE vllm:request_success_total counter" in text
+    assert metric_type(text, "vllm:request_success_total") == "counter"
     for reason in ("stop", "length", "abort", "error"):
-        assert f'finished_reason="{reason}"' in text, reason
+        assert samples(text, "vllm:request_success_total", **labels,
+                       finished_reason=reason), reason
     assert series_total(text, "vllm:request_success_total", **labels,
                         finished_reason="length") >= 2
 

@@ -13,7 +13,8 @@ import httpx
 import psutil
 import pytest
 
-from qa.common import TritonServer, make_tiny_lora, series_total, write_vllm_model
+from qa.common import TritonServer, make_tiny_lora, write_vllm_model
+from qa.common.metrics import metric_type, samples, series_total
 
 from .vllm_suite import PROMPTS, engine_args, generate
 
@@ -163,15 +164,10 @@ def _gauges(server, model) -> dict[str, float]:
     out = {}
     for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
                  "vllm:kv_cache_usage_perc"):
-        assert f"# TYPE {name} gauge" in text, name
-        assert _has_series(text, name, model), f"{name} of {model} missing:\n{text}"
+        assert metric_type(text, name) == "gauge", name
+        assert samples(text, name, model=model), f"{name} of {model} missing:\n{text}"
         out[name.split(":")[1]] = series_total(text, name, model=model, version="1")
     return out
-
-
-def _has_series(text: str, name: str, model: str) -> bool:
-    return any(line.startswith(name + "{") and f'model="{model}"' in line
-               for line in text.splitlines())
 
 
 def test_scheduler_gauges_follow_the_queue(server, repo, tiny_model):
@@ -213,7 +209,7 @@ def test_scheduler_gauges_follow_the_queue(server, repo, tiny_model):
             time.sleep(0.2)
         assert per_request() == 6
         text = httpx.get(server.metrics_url).text
-        assert not _has_series(text, "vllm:time_per_output_token_seconds_count", "tiny_queue")
+        assert not samples(text, "vllm:time_per_output_token_seconds_count", model="tiny_queue")
     finally:
         unload(server, "tiny_queue")
 
