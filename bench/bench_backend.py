@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "backends" / "vllm")]
 
 from qa.common import TritonServer, tiny_model_path, write_vllm_model  # noqa: E402
+from qa.common.sse import aiter_events  # noqa: E402
 from qa.common.tritonserver import ENGINE_ENV  # noqa: E402
 
 PROMPTS = ["Hello, my name is", "The capital of France is",
@@ -92,9 +93,8 @@ async def http_stream(server, model, c, n, max_tokens) -> float:
         nonlocal tokens
         for i in counter:
             async with client.stream("POST", url, json=body(i)) as response:
-                async for line in response.aiter_lines():
-                    if line.startswith("data:"):
-                        tokens += json.loads(line[5:])["num_output_tokens"]
+                async for event in aiter_events(response.aiter_lines()):
+                    tokens += event.json()["num_output_tokens"]
 
     async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=c)) as client:
         started = time.perf_counter()

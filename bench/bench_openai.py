@@ -65,6 +65,7 @@ sys.path[:0] = [str(REPO), str(REPO / "backends" / "vllm")]
 import httpx  # noqa: E402
 
 from qa.common import TritonServer, free_port, tiny_model_path, write_vllm_model  # noqa: E402
+from qa.common.sse import aiter_events  # noqa: E402
 
 PROMPTS = [
     "The quick brown fox jumps over the lazy dog and",
@@ -170,10 +171,10 @@ async def _sse(client: httpx.AsyncClient, url: str, body: dict, tokens_of) -> Re
     async with client.stream("POST", url, json=body) as resp:
         if resp.status_code != 200:
             raise RuntimeError(f"{url}: HTTP {resp.status_code}: {(await resp.aread())[:300]!r}")
-        async for line in resp.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
+        async for sse_event in aiter_events(resp.aiter_lines()):
+            if sse_event.done:
                 continue
-            event = json.loads(line[6:])
+            event = sse_event.json()
             if "error" in event:
                 raise RuntimeError(f"{url}: {event['error']}")
             new, total = tokens_of(event)

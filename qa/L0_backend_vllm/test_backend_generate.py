@@ -16,6 +16,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from qa.common.metrics import metric_type, samples, series_total, settled
+from qa.common.sse import aiter_events, iter_events
 
 from .vllm_suite import (
     MODEL,
@@ -405,10 +406,7 @@ def test_http_disconnect_aborts_the_request_in_vllm(server):
     log_mark = len(server.logs)
     with httpx.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
                       json=generate_body(PROMPTS[1], LONG, stream=True), timeout=60) as r:
-        lines = r.iter_lines()
-        seen = 0
-        for line in lines:
-            seen += line.startswith("data:")
+        for seen, _ in enumerate(iter_events(r.iter_lines()), 1):
             if seen == 5:
                 break
     # Leaving the block closes the connection mid-stream.
@@ -426,14 +424,10 @@ def test_64_concurrent_streams_all_complete(server):
         body = {"text_input": f"{PROMPTS[i % len(PROMPTS)]} {i}", "stream": True,
                 "sampling_parameters": json.dumps(sampling), "return_num_output_tokens": True,
                 "return_finish_reason": True}
-        events = []
         async with client.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
                                  json=body) as response:
             assert response.status_code == 200
-            async for line in response.aiter_lines():
-                if line.startswith("data:"):
-                    events.append(json.loads(line[5:]))
-        return events
+            return [event.json() async for event in aiter_events(response.aiter_lines())]
 
     async def main():
         limits = httpx.Limits(max_connections=64)

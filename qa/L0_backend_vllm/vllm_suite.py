@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from qa.common.sse import iter_events
 from qa.common.tritonserver import ENGINE_ENV
 
 HERE = Path(__file__).resolve().parent
@@ -78,14 +79,6 @@ def generate(server, model, prompt=None, sampling=None, timeout=120, **inputs) -
                       json=generate_body(prompt, sampling, **inputs), timeout=timeout)
 
 
-def parse_sse(lines) -> list[dict]:
-    events = []
-    for line in lines:
-        if line.startswith("data:"):
-            events.append(json.loads(line[len("data:"):].strip()))
-    return events
-
-
 def generate_stream(server, model, prompt=None, sampling=None, timeout=120,
                     **inputs) -> list[dict]:
     """POST /v2/models/M/generate_stream with stream=true; returns every event."""
@@ -93,7 +86,7 @@ def generate_stream(server, model, prompt=None, sampling=None, timeout=120,
     with httpx.stream("POST", f"{server.http_url}/v2/models/{model}/generate_stream",
                       json=body, timeout=timeout) as response:
         response.raise_for_status()
-        return parse_sse(response.iter_lines())
+        return [event.json() for event in iter_events(response.iter_lines())]
 
 
 def as_list(value):

@@ -11,6 +11,8 @@ import time
 import httpx
 import pytest
 
+from qa.common.sse import iter_events
+
 from .conftest import MODEL, triton_url
 from .frontend_process import FrontendProcess
 
@@ -81,7 +83,7 @@ def test_not_ready_without_triton(scheme):
 
 def test_graceful_shutdown_finishes_streams(stack):
     with _frontend(stack) as fe:
-        events: list[str] = []
+        events: list = []
         started = threading.Event()
 
         def stream():
@@ -89,10 +91,9 @@ def test_graceful_shutdown_finishes_streams(stack):
                 with c.stream("POST", "/v1/completions", json={
                         "model": MODEL, "prompt": "Hello", "max_tokens": 300, "stream": True,
                         "ignore_eos": True}) as resp:
-                    for line in resp.iter_lines():
-                        if line.startswith("data: "):
-                            events.append(line[6:])
-                            started.set()
+                    for event in iter_events(resp.iter_lines()):
+                        events.append(event)
+                        started.set()
 
         t = threading.Thread(target=stream)
         t.start()
@@ -101,8 +102,8 @@ def test_graceful_shutdown_finishes_streams(stack):
         t.join(60)
         # Uvicorn re-raises the signal once it has shut down gracefully.
         assert fe.proc.wait(60) in (0, -signal.SIGTERM)
-        assert events[-1] == "[DONE]"
-        last = json.loads(events[-2])
+        assert events[-1].done
+        last = events[-2].json()
         assert last["choices"][0]["finish_reason"] == "length"
-        text = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
+        text = "".join(e.json()["choices"][0]["text"] for e in events[:-1])
         assert text

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from qa.common import TritonServer, promql
+from qa.common.sse import aiter_events
 
 from .prometheus import Prometheus
 
@@ -62,8 +63,8 @@ async def _chat_load(url: str, seconds: float, latencies: list[tuple[float, floa
             first = None
             async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
                 assert r.status_code == 200, await r.aread()
-                async for line in r.aiter_lines():
-                    if first is None and line.startswith("data: {"):
+                async for event in aiter_events(r.aiter_lines()):
+                    if first is None and not event.done:
                         first = time.perf_counter() - t0
             latencies.append((first, time.perf_counter() - t0))
 

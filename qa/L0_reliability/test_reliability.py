@@ -13,7 +13,6 @@ container and loads it for the better part of a minute.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -24,6 +23,7 @@ import httpx
 import pytest
 
 from qa.common.figures import record
+from qa.common.sse import iter_events
 from qa.L0_image.conftest import docker, serve
 
 pytestmark = pytest.mark.docker
@@ -80,15 +80,12 @@ class Streams(threading.Thread):
             with httpx.stream("POST", self.url, json=body, timeout=120) as r:
                 if r.status_code != 200:
                     return f"HTTP {r.status_code}: {r.read().decode(errors='replace')[:200]}"
-                for line in r.iter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    data = line[6:]
-                    if data == "[DONE]":
+                for event in iter_events(r.iter_lines()):
+                    if event.done:
                         if end:
                             return end
                         return f"finished: {finish}" if finish else "[DONE] without an end"
-                    payload = json.loads(data)
+                    payload = event.json()
                     if "error" in payload:
                         end = "error event: " + payload["error"]["message"][:160]
                         continue

@@ -4,6 +4,8 @@ import json
 
 from openai_fakes import FakeTriton
 
+from qa.common.sse import json_until_done
+
 MSG = [{"role": "user", "content": "hello there"}]
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "parameters": {"type": "object", "properties": {
@@ -11,9 +13,7 @@ TOOLS = [{"type": "function", "function": {
 
 
 def _sse(resp):
-    events = [line[6:] for line in resp.text.splitlines() if line.startswith("data: ")]
-    assert events[-1] == "[DONE]"
-    return [json.loads(e) for e in events[:-1]]
+    return json_until_done(resp.text)
 
 
 def test_template_and_usage(client, triton):

@@ -6,6 +6,7 @@ import json
 import pytest
 from openai_fakes import FakeTriton
 
+from qa.common.sse import json_until_done
 from triton_openai import FrontendConfig
 
 MSG = [{"role": "user", "content": "hello there"}]
@@ -18,9 +19,7 @@ TWO_CALLS = ['<tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}<
 
 def _sse(resp):
     assert resp.status_code == 200, resp.text
-    events = [line[6:] for line in resp.text.splitlines() if line.startswith("data: ")]
-    assert events[-1] == "[DONE]"
-    return [json.loads(e) for e in events[:-1]]
+    return json_until_done(resp.text)
 
 
 def _hermes(make_client, script, **config):

@@ -2,11 +2,11 @@
 
 import json
 
+from qa.common.sse import json_until_done
+
 
 def _sse(resp):
-    events = [line[6:] for line in resp.text.splitlines() if line.startswith("data: ")]
-    assert events[-1] == "[DONE]"
-    return [json.loads(e) for e in events[:-1]]
+    return json_until_done(resp.text)
 
 
 def test_default_max_tokens_is_what_the_context_leaves(client, triton):

@@ -1,8 +1,8 @@
 """A stream's tail: a failure after the headers becomes an error event, then [DONE]."""
 
 import asyncio
-import json
 
+from qa.common.sse import events_of
 from triton_openai import sse
 from triton_openai.responses import event_stream_response
 from triton_openai.triton.client import TritonError
@@ -32,7 +32,7 @@ def test_a_failure_in_the_stream_is_an_error_event_then_done():
 
     chunks, upstream = collect(events())
     assert chunks[0] == sse.event({"n": 1}) and chunks[-1] == sse.DONE
-    error = json.loads(chunks[1].removeprefix(b"data: "))["error"]
+    error = events_of(chunks[1].decode())[0].json()["error"]
     assert (error["type"], error["message"]) == ("invalid_request_error",
                                                  "the request must be shorter")
     assert upstream.closed

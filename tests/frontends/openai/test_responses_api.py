@@ -6,6 +6,7 @@ import time
 import pytest
 from openai_fakes import FakeTriton
 
+from qa.common.sse import events_of, iter_events
 from triton_openai import FrontendConfig
 
 TOOLS = [{"type": "function", "name": "get_weather", "parameters": {
@@ -19,12 +20,10 @@ CALL_DONE = ["response.function_call_arguments.done", "response.output_item.done
 
 def _events(resp):
     assert resp.headers["content-type"].startswith("text/event-stream")
-    blocks = [b for b in resp.text.split("\n\n") if b]
     events = []
-    for block in blocks:
-        name, data = block.split("\n")
-        event = json.loads(data.removeprefix("data: "))
-        assert name == f"event: {event['type']}"
+    for sse_event in events_of(resp.text):
+        event = sse_event.json()
+        assert sse_event.event == event["type"]
         events.append(event)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     return events
@@ -280,8 +279,7 @@ def test_cancel_streamed_response(make_client):
     c = make_client(fake=fake)
     with c.stream("POST", "/v1/responses", json={"model": "llm", "input": "x", "stream": True,
                                                   "max_output_tokens": 50}) as r:
-        lines = r.iter_lines()
-        data = (json.loads(line[6:]) for line in lines if line.startswith("data: "))
+        data = (event.json() for event in iter_events(r.iter_lines()))
         rid = next(data)["response"]["id"]
         assert next(e for e in data if e["type"] == "response.output_text.delta")
         cancelled = c.post(f"/v1/responses/{rid}/cancel").json()
@@ -297,8 +295,7 @@ def test_streaming_client_gone_stops_generation(make_client):
     c = make_client(fake=fake)
     with c.stream("POST", "/v1/responses", json={"model": "llm", "input": "x", "stream": True,
                                                   "max_output_tokens": 50}) as r:
-        lines = r.iter_lines()
-        next(line for line in lines if "output_text.delta" in line)
+        next(e for e in iter_events(r.iter_lines()) if e.event == "response.output_text.delta")
     deadline = time.monotonic() + 5
     while fake.cancelled == 0:
         assert time.monotonic() < deadline, "the generation went on for nobody"

@@ -4,13 +4,13 @@ stopped with SIGTERM while streams are in flight."""
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import time
 
 import httpx
 from frontend_process import Frontend
 
+from qa.common.sse import aiter_events
 from triton_openai.shutdown import Drain
 from triton_openai.shutdown.server import EXIT_CUT
 
@@ -23,11 +23,11 @@ async def _stream(client, url, max_tokens, first):
     async with client.stream("POST", url + "/v1/chat/completions",
                              json=dict(CHAT, max_tokens=max_tokens)) as r:
         assert r.status_code == 200
-        async for line in r.aiter_lines():
-            if line == "data: [DONE]":
+        async for event in aiter_events(r.aiter_lines()):
+            if event.done:
                 done = True
-            elif line.startswith("data: "):
-                events.append(json.loads(line[6:]))
+            else:
+                events.append(event.json())
                 first.set()
     return events, done
 

@@ -1,0 +1,109 @@
+"""Reading server-sent events as a client does, for the suites, unit tests and benchmarks.
+
+Follows the event-stream rules of the HTML standard: an event is the `data:` lines up to a
+blank line, joined by newlines; `event:` names it and `id:` numbers it; a line starting
+with `:` is a comment; one space after a field's colon is not part of its value; an event
+the stream ends before finishing (no blank line after it) is dropped.  The OpenAI API's
+end of stream, `data: [DONE]`, comes through as an event whose `done` is true.
+
+    with httpx.stream("POST", url, json=body) as r:
+        for event in iter_events(r.iter_lines()):
+            ...
+    async for event in aiter_events(resp.aiter_lines()): ...
+    events_of(resp.text)    # a whole body at once
+    json_until_done(resp.text)  # a whole OpenAI stream's chunks, checked to end with [DONE]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+DONE = "[DONE]"
+
+
+@dataclass(frozen=True)
+class Event:
+    data: str
+    event: str = "message"  # the type a browser would dispatch it as
+    id: str | None = None
+
+    @property
+    def done(self) -> bool:
+        """The OpenAI API's end of stream."""
+        return self.data == DONE
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.data)
+        except ValueError as err:
+            raise ValueError(f"SSE event data is not JSON: {self.data[:200]!r}") from err
+
+
+class _Reader:
+    """Turns lines (without their line ends) into events, one line at a time."""
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+        self._event = ""
+        self._id: str | None = None
+        self._first = True
+
+    def feed(self, line: str) -> Event | None:
+        if self._first:
+            self._first = False
+            line = line.removeprefix("\ufeff")
+        if not line:
+            return self._dispatch()
+        if line.startswith(":"):
+            return None
+        field, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            self._data.append(value)
+        elif field == "event":
+            self._event = value
+        elif field == "id" and "\0" not in value:
+            self._id = value
+        # `retry` tells a reconnecting browser when to retry; any other field is ignored.
+        return None
+
+    def _dispatch(self) -> Event | None:
+        data, event = self._data, self._event
+        self._data, self._event = [], ""
+        if not data:
+            return None
+        return Event("\n".join(data), event or "message", self._id)
+
+
+def iter_events(lines: Iterable[str]) -> Iterator[Event]:
+    """The events in `lines` (e.g. `httpx.Response.iter_lines()`), as each one ends."""
+    reader = _Reader()
+    for line in lines:
+        if (event := reader.feed(line)) is not None:
+            yield event
+
+
+async def aiter_events(lines: AsyncIterable[str]) -> AsyncIterator[Event]:
+    """The events in `lines` (e.g. `httpx.Response.aiter_lines()`), as each one ends."""
+    reader = _Reader()
+    async for line in lines:
+        if (event := reader.feed(line)) is not None:
+            yield event
+
+
+def events_of(text: str) -> list[Event]:
+    """Every event of a whole event-stream body."""
+    return list(iter_events(re.split(r"\r\n|\r|\n", text)))
+
+
+def json_until_done(text: str) -> list[Any]:
+    """The JSON data of each event of a whole OpenAI stream, which must end with [DONE]."""
+    *events, last = events_of(text) or [None]
+    if last is None or not last.done:
+        raise ValueError(f"the stream does not end with data: [DONE]: ...{text[-300:]!r}")
+    return [event.json() for event in events]
