@@ -1,0 +1,119 @@
+"""qa/common/served.py with real, short-lived processes on this host."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+
+import pytest
+
+from qa.common.served import ServedProcess, ServerError, free_port, http_status, wait_until
+
+
+def http_server() -> ServedProcess:
+    port = free_port()
+    return ServedProcess.host("http.server", [sys.executable, "-m", "http.server", str(port),
+                                              "--bind", "127.0.0.1"], ports={"http": port})
+
+
+def python(name: str, code: str, **kw) -> ServedProcess:
+    return ServedProcess.host(name, [sys.executable, "-u", "-c", textwrap.dedent(code)], **kw)
+
+
+def test_ready_http_server_answers_and_stops():
+    with http_server() as server:
+        took = server.wait_http("http", "/", timeout=30, interval=0.05)
+        assert 0 < took < 30
+        assert http_status(server.url("http") + "/") == 200
+        assert http_status(server.url("http") + "/no-such-file") == 404
+        assert server.running()
+        pid = server.proc.pid
+    assert server.proc is None and not server.running()
+    assert http_status(f"http://127.0.0.1:{server.ports['http']}/") == 0
+    assert "GET / HTTP" in server.log  # the request log, still there after the stop
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_a_server_that_dies_before_it_is_ready_fails_with_its_status_and_log():
+    server = python("crasher", """
+        import sys
+        print("loading the model")
+        print("out of memory", file=sys.stderr)
+        sys.exit(3)
+    """, ports={"http": free_port()})
+    with server, pytest.raises(ServerError) as failure:
+        server.wait_http("http", "/ready", timeout=30, interval=0.05)
+    message = str(failure.value)
+    assert "crasher exited with status 3" in message
+    assert f"{server.url('http')}/ready to answer 200" in message
+    assert "loading the model\nout of memory" in message
+
+
+def test_a_server_that_never_answers_times_out_with_its_log():
+    server = python("sleeper", """
+        import time
+        print("still starting")
+        time.sleep(60)
+    """, ports={"http": free_port()})
+    with server:
+        start = time.monotonic()
+        with pytest.raises(ServerError) as failure:
+            server.wait_http("http", "/", timeout=1, interval=0.05)
+        assert time.monotonic() - start < 10
+        assert server.running()
+    message = str(failure.value)
+    assert message.startswith(f"sleeper: gave up after 1 s waiting for {server.url('http')}/")
+    assert "still starting" in message
+    assert server.exit_status() == -1  # gone
+
+
+def test_stop_sends_sigterm_first_and_returns_the_exit_status():
+    server = python("graceful", """
+        import signal, sys, time
+        signal.signal(signal.SIGTERM, lambda *_: (print("draining"), sys.exit(7)))
+        print("up")
+        time.sleep(60)
+    """)
+    wait_until(lambda: "up" in server.log, timeout=30, describe="its first line",
+               process=server, interval=0.05)
+    assert server.stop(timeout=30) == 7
+    assert server.log.splitlines() == ["up", "draining"]
+    assert server.stop() is None  # stopped already
+
+
+def test_stop_kills_what_ignores_sigterm_and_its_whole_group():
+    server = python("stubborn", """
+        import signal, subprocess, sys, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        child = subprocess.Popen([sys.executable, "-c",
+                                  "import signal, time; signal.signal(signal.SIGTERM, "
+                                  "signal.SIG_IGN); time.sleep(60)"])
+        print(child.pid)
+        time.sleep(60)
+    """, own_group=True)
+    wait_until(lambda: server.log.strip().isdigit(), timeout=30, describe="the child's pid",
+               process=server, interval=0.05)
+    child = int(server.log)
+    start = time.monotonic()
+    assert server.stop(timeout=0.5) is None  # it had to be killed
+    assert time.monotonic() - start < 10
+    wait_until(lambda: not _alive(child), timeout=10, describe="the child to go")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"  # a zombie waits for init, but is dead
+    except FileNotFoundError:
+        return False
+
+
+def test_wait_until_without_a_process_says_what_it_waited_for():
+    with pytest.raises(ServerError, match=r"^gave up after 0 s waiting for the moon$"):
+        wait_until(lambda: False, timeout=0.1, describe="the moon", interval=0.01)
+    calls = []
+    assert wait_until(lambda: calls.append(1) or len(calls) == 3, timeout=10,
+                      describe="three calls", interval=0.01) < 10
