@@ -57,6 +57,84 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/* The ports the image serves, by name.  The image's entrypoint starts its servers on
+these and takes no others (build.py writes them from tritonbuild/ports.py; tests/helm
+checks that the two agree); the Services' own ports are values. */}}
+{{- define "triton-vllm.imagePorts" -}}
+{"http": 8000, "grpc": 8001, "metrics": 8002, "openai": 9000}
+{{- end }}
+
+{{/* One of the image's ports: (include "triton-vllm.port" "openai"). */}}
+{{- define "triton-vllm.port" -}}
+{{- index (include "triton-vllm.imagePorts" . | fromJson) . | int }}
+{{- end }}
+
+{{/* The pod-level fields of the release's serving pods (Triton's and the frontend-only
+ones).  Called with (dict "root" $ "placement" BOOL): placement adds what puts the Triton
+pods on their nodes (runtime class, node selector, tolerations, affinity, spread), which
+the frontends, needing only CPUs, go without. */}}
+{{- define "triton-vllm.podFields" -}}
+{{- $v := .root.Values }}
+{{- with $v.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+serviceAccountName: {{ include "triton-vllm.serviceAccountName" .root }}
+automountServiceAccountToken: {{ $v.serviceAccount.automountToken }}
+securityContext:
+  {{- toYaml $v.podSecurityContext | nindent 2 }}
+terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds }}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- if .placement }}
+{{- with $v.runtimeClassName }}
+runtimeClassName: {{ . }}
+{{- end }}
+{{- with $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes of every serving pod: where its containers write under a read-only root
+($TMPDIR; $HOME, where vLLM and torch keep caches) and the shared model cache claim,
+read-only when (dict "root" $ "readOnlyCache" true): frontends only read tokenizers. */}}
+{{- define "triton-vllm.podVolumes" -}}
+- name: tmp
+  emptyDir: {}
+- name: home
+  emptyDir: {}
+{{- with include "triton-vllm.cacheClaim" .root }}
+- name: model-cache
+  persistentVolumeClaim:
+    claimName: {{ . }}
+    {{- if $.readOnlyCache }}
+    readOnly: true
+    {{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "triton-vllm.scratchMounts" -}}
+- name: tmp
+  mountPath: /tmp
+- name: home
+  mountPath: /home/triton
+{{- end }}
+
 {{/* The Secret holding the OpenAI API key, or nothing when the endpoint is open. */}}
 {{- define "triton-vllm.apiKeySecret" -}}
 {{- if .Values.openai.apiKey.existingSecret }}

@@ -8,37 +8,7 @@ Called with (dict "root" $ "role" ROLE): role "server" for a Deployment/Stateful
 {{- $v := $root.Values }}
 {{- $role := .role }}
 {{- $models := fromJsonArray (include "triton-vllm.modelNames" $root) }}
-{{- with $v.imagePullSecrets }}
-imagePullSecrets:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
-serviceAccountName: {{ include "triton-vllm.serviceAccountName" $root }}
-automountServiceAccountToken: {{ $v.serviceAccount.automountToken }}
-securityContext:
-  {{- toYaml $v.podSecurityContext | nindent 2 }}
-terminationGracePeriodSeconds: {{ $v.terminationGracePeriodSeconds }}
-{{- with $v.runtimeClassName }}
-runtimeClassName: {{ . }}
-{{- end }}
-{{- with $v.priorityClassName }}
-priorityClassName: {{ . }}
-{{- end }}
-{{- with $v.nodeSelector }}
-nodeSelector:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
-{{- with $v.tolerations }}
-tolerations:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
-{{- with $v.affinity }}
-affinity:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
-{{- with $v.topologySpreadConstraints }}
-topologySpreadConstraints:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
+{{- include "triton-vllm.podFields" (dict "root" $root "placement" true) }}
 {{- if and (include "triton-vllm.anyFetch" $root) (ne $role "worker") }}
 initContainers:
 {{- range $v.models }}
@@ -135,14 +105,10 @@ containers:
       {{- toYaml . | nindent 6 }}
     {{- end }}
     ports:
-      - name: http
-        containerPort: 8000
-      - name: grpc
-        containerPort: 8001
-      - name: metrics
-        containerPort: 8002
-      - name: openai
-        containerPort: 9000
+      {{- range $name := list "http" "grpc" "metrics" "openai" }}
+      - name: {{ $name }}
+        containerPort: {{ include "triton-vllm.port" $name }}
+      {{- end }}
       {{- if eq $role "leader" }}
       - name: ray
         containerPort: {{ $v.multiNode.rayPort }}
@@ -187,9 +153,9 @@ containers:
           - python3
           - -c
           - "import sys, urllib.request as u; [u.urlopen(url, timeout={{ $v.probes.readiness.timeoutSeconds }}) for url in sys.argv[1:]]"
-          - http://127.0.0.1:9000/health/ready
+          - http://127.0.0.1:{{ include "triton-vllm.port" "openai" }}/health/ready
           {{- range $models }}
-          - http://127.0.0.1:8000/v2/models/{{ . }}/ready
+          - http://127.0.0.1:{{ include "triton-vllm.port" "http" }}/v2/models/{{ . }}/ready
           {{- end }}
       periodSeconds: {{ $v.probes.readiness.periodSeconds }}
       timeoutSeconds: {{ $v.probes.readiness.timeoutSeconds }}
@@ -224,10 +190,7 @@ containers:
     securityContext:
       {{- toYaml $v.securityContext | nindent 6 }}
     volumeMounts:
-      - name: tmp
-        mountPath: /tmp
-      - name: home
-        mountPath: /home/triton
+      {{- include "triton-vllm.scratchMounts" . | nindent 6 }}
       - name: shm
         mountPath: /dev/shm
       {{- if eq $v.modelRepository.source "values" }}
@@ -251,10 +214,7 @@ containers:
         readOnly: true
       {{- end }}
 volumes:
-  - name: tmp
-    emptyDir: {}
-  - name: home
-    emptyDir: {}
+  {{- include "triton-vllm.podVolumes" (dict "root" $root) | nindent 2 }}
   - name: shm
     emptyDir:
       medium: Memory
@@ -275,11 +235,6 @@ volumes:
     persistentVolumeClaim:
       claimName: {{ $v.modelRepository.pvc.claimName }}
       readOnly: true
-  {{- end }}
-  {{- with include "triton-vllm.cacheClaim" $root }}
-  - name: model-cache
-    persistentVolumeClaim:
-      claimName: {{ . }}
   {{- end }}
   {{- if and (include "triton-vllm.anyFetch" $root) (not $v.modelCache.enabled) }}
   - name: model-store

@@ -192,8 +192,22 @@ def test_pod_runs_non_root_read_only_with_memory_shm():
 def test_ports_agree_with_the_image():
     from tritonbuild.ports import PORTS
 
-    ports = {p["name"]: p["containerPort"] for p in container(pod_spec(rendered("default")))["ports"]}
+    manifests = rendered("frontend-only")
+    ports = {p["name"]: p["containerPort"] for p in container(pod_spec(manifests))["ports"]}
     assert ports == {name: PORTS[name] for name in ("http", "grpc", "metrics", "openai")}
+    # The frontend-only pods run the image's frontend on the same port.
+    frontend = container(chart.find(manifests, "Deployment", "llm-triton-vllm-frontend")
+                         ["spec"]["template"]["spec"], "frontend")
+    assert frontend["ports"] == [{"name": "openai", "containerPort": PORTS["openai"]}]
+    assert f"--port={PORTS['openai']}" in frontend["args"]
+    # Every probe and Service names its port: the numbers are written once.
+    for m in manifests:
+        if m["kind"] == "Service":
+            assert all(isinstance(p["targetPort"], str) for p in m["spec"]["ports"])
+    for c in (container(pod_spec(manifests)), frontend):
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            if "httpGet" in c.get(kind, {}):
+                assert isinstance(c[kind]["httpGet"]["port"], str), kind
 
 
 def test_app_version_is_build_py_default_cpu_tag():
