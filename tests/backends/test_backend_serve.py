@@ -22,6 +22,13 @@ SAMPLES = {
 }
 
 
+@pytest.fixture(autouse=True)
+def online_hub(monkeypatch):
+    """The hub reachable, whatever HF_HUB_OFFLINE says here (the samples name a hub id)."""
+    from huggingface_hub import constants
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+
 @pytest.fixture(scope="module")
 def parser():
     return serve.build_parser()
@@ -169,3 +176,54 @@ def test_main_writes_the_repository_and_the_frontends_flags(tmp_path, model_dir,
     assert sorted(p.name for p in (out / serve.REPOSITORY).iterdir()) == ["tiny-llama"]
     assert (out / serve.FRONTEND_ARGS).read_bytes() == b"--tool-call-parser\0hermes\0"
     assert f"serve: {out}/model_repository/tiny-llama:" in capsys.readouterr().err
+
+
+def test_every_boolean_flag_has_a_no_form(parser, model_dir):
+    """vLLM's store_true flags get a --no- form: a generated models file writes any
+    boolean setting as a flag."""
+    spec, _ = serve.parse_model([str(model_dir), "--disable-log-stats",
+                                 "--no-disable-log-stats", "--no-aggregate-engine-logging"],
+                                parser)
+    assert spec.engine_args == {"model": str(model_dir), "disable_log_stats": False}
+
+
+def test_no_disable_log_stats_publishes_a_pooling_models_statistics(parser, model_dir):
+    quiet, _ = generated([SAMPLE_MODEL, "--runner", "pooling"], parser, model_dir)
+    assert "REPORT_CUSTOM_METRICS" not in quiet["tiny-llama/config.pbtxt"]
+    files, _ = generated([SAMPLE_MODEL, "--runner", "pooling", "--no-disable-log-stats"],
+                         parser, model_dir)
+    assert json.loads(files["tiny-llama/1/model.json"]) == {
+        "model": SAMPLE_MODEL, "runner": "pooling", "disable_log_stats": False}
+    assert 'key: "REPORT_CUSTOM_METRICS"' in files["tiny-llama/config.pbtxt"]
+
+
+@pytest.fixture
+def offline_hub(tmp_path, monkeypatch):
+    """HF_HUB_OFFLINE set, and a Hugging Face cache holding org/cached (as the hub client
+    lays it out: refs/main names the snapshot)."""
+    from huggingface_hub import constants
+    cache = tmp_path / "hub"
+    repo = cache / "models--org--cached"
+    (repo / "snapshots/abc").mkdir(parents=True)
+    (repo / "snapshots/abc/config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs/main").write_text("abc")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def test_offline_a_hub_id_must_be_in_the_cache(offline_hub, parser):
+    spec, _ = serve.parse_model(["org/cached"], parser)
+    assert spec.engine_args["model"] == "org/cached"
+    with pytest.raises(serve.ServeError) as e:
+        serve.parse_model(["org/missing"], parser)
+    assert str(e.value) == (
+        f"org/missing: no such model folder, and HF_HUB_OFFLINE is set but the Hugging Face "
+        f"cache ({offline_hub}) does not hold this hub id: download it there first, give its "
+        f"folder, or set HF_HUB_OFFLINE=0 for vLLM to download it")
+
+
+def test_online_a_hub_id_is_left_to_vllm(parser):
+    spec, _ = serve.parse_model(["org/anything"], parser)
+    assert spec.engine_args["model"] == "org/anything"

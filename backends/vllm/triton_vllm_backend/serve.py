@@ -94,25 +94,62 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, str]]:
     parser.add_argument("model_tag", metavar="MODEL",
                         help="the model's folder (or a Hugging Face hub id)")
     AsyncEngineArgs.add_cli_args(parser)
+    _add_negations(parser)
     if "--task" not in parser._option_string_actions:
         parser.add_argument("--task", choices=sorted(_TASK_RUNNER),
                             help="older vLLM's spelling of --runner (embed: --runner pooling)")
     return parser, _add_frontend_flags(parser)
 
 
+def _add_negations(parser: argparse.ArgumentParser) -> None:
+    """vLLM gives most boolean flags a --no- form; its store_true ones get one here, so that
+    any boolean setting can be written as a flag (the Helm chart writes its models' that
+    way).  An explicit --no-disable-log-stats is kept in model.json: it turns vLLM's
+    statistics on for a pooling model too."""
+    for action in list(parser._actions):
+        if not isinstance(action, argparse._StoreTrueAction):
+            continue
+        flag = next(f for f in action.option_strings if f.startswith("--"))
+        negation = f"--no-{flag[2:]}"
+        if negation not in parser._option_string_actions:
+            parser.add_argument(negation, dest=action.dest, action="store_false",
+                                default=action.default, help=f"undoes {flag}")
+    parser.set_defaults(disable_log_stats=None)
+
+
 def check_model_path(model: str) -> None:
     """A local path must be a model folder; anything else that does not exist here is
-    left to vLLM as a hub id ("org/name")."""
+    left to vLLM as a hub id ("org/name"), which offline must be in the Hugging Face cache."""
     path = Path(model).expanduser()
     if not path.exists():
         if model.startswith(("/", "./", "../", "~")) or model.count("/") != 1:
             raise ServeError(f"{model}: no such model folder")
+        _check_hub_id_offline(model)
         return
     if not path.is_dir():
         raise ServeError(f"{model}: not a model folder (a file; serve takes the folder "
                          f"holding config.json)")
     if not any((path / name).is_file() for name in _MODEL_FILES):
         raise ServeError(f"{model}: not a model folder (no {' or '.join(_MODEL_FILES)} in it)")
+
+
+def _check_hub_id_offline(model: str) -> None:
+    """With HF_HUB_OFFLINE set (the image sets it) vLLM loads a hub id only from the
+    Hugging Face cache: a model the cache lacks is refused now, not at its load."""
+    try:
+        from huggingface_hub import constants, try_to_load_from_cache
+    except ImportError:
+        return  # no hub client here: vLLM's load says what is wrong
+    if not constants.HF_HUB_OFFLINE:
+        return
+    cache = constants.HF_HUB_CACHE
+    if any(isinstance(try_to_load_from_cache(model, name, cache_dir=cache), str)
+           for name in _MODEL_FILES):
+        return
+    raise ServeError(f"{model}: no such model folder, and HF_HUB_OFFLINE is set but the "
+                     f"Hugging Face cache ({cache}) does not hold this hub id: download it "
+                     f"there first, give its folder, or set HF_HUB_OFFLINE=0 for vLLM to "
+                     f"download it")
 
 
 def _jsonable(flag: str, value):
