@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 
 from qa.common import TritonServer, tiny_model_path, write_vllm_model
+from qa.common.sse import aiter_events
 
 from .streams import batch, summary, ttfts, wait_ready
 
@@ -44,9 +45,8 @@ async def direct_batch(http_url: str, n: int, max_tokens: int = 16) -> list[floa
         t0 = time.perf_counter()
         async with client.stream("POST", f"{http_url}/v2/models/{MODEL}/generate_stream",
                                  json=body) as resp:
-            async for line in resp.aiter_lines():
-                if line.startswith("data: "):
-                    return time.perf_counter() - t0
+            async for _ in aiter_events(resp.aiter_lines()):
+                return time.perf_counter() - t0
         raise AssertionError("no event")
 
     async with httpx.AsyncClient(timeout=300) as client:

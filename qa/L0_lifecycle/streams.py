@@ -1,5 +1,6 @@
-"""A client's view of streamed chat completions: time to first token, and how each
-stream ended (finished with `[DONE]`, an error event, or a silent cut-off)."""
+"""A client's view of streamed requests (OpenAI chat completions and completions, Triton's
+generate_stream): time to first token, and how each stream ended (finished, an error
+event, or a silent cut-off)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from qa.common.sse import aiter_events
+
 PROMPT = [{"role": "user", "content": "Tell me a long story about the sea."}]
 
 
@@ -22,13 +25,13 @@ class StreamResult:
     ttft: float | None = None  # seconds from the request to the first content chunk
     chunks: int = 0
     errors: list[dict] = field(default_factory=list)  # error events (or the error body)
-    done: bool = False  # `data: [DONE]` arrived
+    done: bool = False  # ended well-formed: `data: [DONE]`, or a generate_stream's close
     finish_reason: str | None = None
     broken: str | None = None  # the connection failed (not a well-formed end)
 
     @property
     def finished(self) -> bool:
-        """Ran to its end: a finish reason, then [DONE]."""
+        """Ran to its end: a finish reason, then the stream's end."""
         return self.status == 200 and self.done and self.finish_reason is not None \
             and not self.errors
 
@@ -50,15 +53,32 @@ class StreamResult:
         return "silent" if self.broken is None else f"broken ({self.broken})"
 
 
-async def stream_chat(client: httpx.AsyncClient, url: str, model: str, max_tokens: int,
-                      started: asyncio.Event | None = None) -> StreamResult:
-    """One streamed chat completion; `started` is set when its first chunk arrives."""
-    out = StreamResult()
-    body = {"model": model, "messages": PROMPT, "stream": True, "max_tokens": max_tokens,
+def chat_body(model: str, max_tokens: int) -> dict:
+    return {"model": model, "messages": PROMPT, "stream": True, "max_tokens": max_tokens,
             "temperature": 0, "ignore_eos": True}
+
+
+def _content_and_finish(event: dict) -> tuple[bool, str | None]:
+    """(whether the event carries generated text, its finish reason) of an OpenAI chunk
+    (chat or completions) or a generate_stream event."""
+    if "choices" in event:
+        texts = [c.get("delta", {}).get("content") or c.get("text") for c in event["choices"]]
+        reasons = [c.get("finish_reason") for c in event["choices"]]
+    else:
+        texts = [event.get("text_output")]
+        reason = event.get("finish_reason")  # a list with return_finish_reason
+        reasons = reason if isinstance(reason, list) else [reason]
+    return any(texts), next((r for r in reasons if r), None)
+
+
+async def stream(client: httpx.AsyncClient, url: str, body: dict,
+                 started: asyncio.Event | None = None) -> StreamResult:
+    """One streamed request to `url`; `started` is set when its first content arrives.
+    An OpenAI stream ends with [DONE]; Triton's generate_stream just closes."""
+    out = StreamResult()
     t0 = time.perf_counter()
     try:
-        async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as resp:
+        async with client.stream("POST", url, json=body) as resp:
             out.status = resp.status_code
             if resp.status_code != 200:
                 text = (await resp.aread()).decode(errors="replace")
@@ -67,29 +87,33 @@ async def stream_chat(client: httpx.AsyncClient, url: str, model: str, max_token
                 except ValueError:
                     out.errors.append({"message": text})
                 return out
-            async for line in resp.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                data = line[6:]
-                if data == "[DONE]":
+            async for sse_event in aiter_events(resp.aiter_lines()):
+                if sse_event.done:
                     out.done = True
                     continue
-                event = json.loads(data)
+                event = sse_event.json()
                 if "error" in event:
                     out.errors.append(event["error"])
                     continue
-                for choice in event.get("choices", []):
-                    if choice["delta"].get("content"):
-                        if out.ttft is None:
-                            out.ttft = time.perf_counter() - t0
-                            if started is not None:
-                                started.set()
-                        out.chunks += 1
-                    if choice.get("finish_reason"):
-                        out.finish_reason = choice["finish_reason"]
+                content, reason = _content_and_finish(event)
+                if content:
+                    if out.ttft is None:
+                        out.ttft = time.perf_counter() - t0
+                        if started is not None:
+                            started.set()
+                    out.chunks += 1
+                out.finish_reason = reason or out.finish_reason
+            out.done = out.done or url.endswith("/generate_stream")
     except httpx.HTTPError as err:
         out.broken = type(err).__name__
     return out
+
+
+async def stream_chat(client: httpx.AsyncClient, url: str, model: str, max_tokens: int,
+                      started: asyncio.Event | None = None) -> StreamResult:
+    """One streamed chat completion from the frontend at `url`."""
+    return await stream(client, f"{url}/v1/chat/completions", chat_body(model, max_tokens),
+                        started)
 
 
 async def batch(url: str, model: str, n: int, max_tokens: int = 16) -> list[StreamResult]:

@@ -1,11 +1,16 @@
-"""Readiness and shutdown of the image, measured as a client sees them.
+"""Start-up and shutdown of the image, measured as a client sees them.
 
-Runs against a container of $TVB_IMAGE (scripts/run_tests.sh's image pass): the image's
-own entrypoint starts tritonserver and the OpenAI frontend.  Prints its figures:
+Runs against containers of $TVB_IMAGE (scripts/run_tests.sh's image pass, `python -m qa`):
+the image's own entrypoint starts tritonserver and the OpenAI frontend.  Records or
+prints its figures:
 
-- time to first token of 16 streamed chat completions sent the moment /health/ready
-  says 200, against a second (warm) batch: the first may take at most twice as long;
-- `docker stop` while streams are in flight: they finish, and the container exits 0;
+- the image's default command on its sample model, started once for the first four tests:
+  the time from `docker run` to ready; the first start reads the compile cache made at
+  build time; time to first token of 16 streamed chat completions sent the moment
+  /health/ready says 200, against a second (warm) batch: the first may take at most twice
+  as long; then `docker stop` while streams are in flight on chat completions,
+  completions and Triton's generate_stream: they finish, both processes exit within the
+  grace period, and the container exits 0;
 - `docker stop` with a short grace period: every stream that cannot finish ends with an
   error event, the container exits non-zero and its log names the requests it cut;
 - a Triton-only container (tritonserver alone) stopped under streams: none of them ends
@@ -15,20 +20,26 @@ own entrypoint starts tritonserver and the OpenAI frontend.  Prints its figures:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import statistics
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 
 import httpx
 import pytest
 
 from qa.common import TritonServer
+from qa.common.figures import record
+from qa.common.sse import iter_events
+from qa.L0_image.conftest import READY_TIMEOUT, docker, serve
 from tritonbuild.hostenv import docker_binary
+from tritonbuild.pipeline.components.sample_model import COMPILE_CACHE_DIR as SEED
 
 from .measure import MODEL, write_repository
-from .streams import batch, stream_chat, summary, ttfts, wait_ready
+from .streams import batch, chat_body, stream, summary, ttfts, wait_ready
 
 pytestmark = [
     pytest.mark.docker, pytest.mark.e2e,
@@ -37,43 +48,132 @@ pytestmark = [
 ]
 
 CONCURRENCY = 16
+SAMPLE_MODEL = "vllm_model"  # the model the image serves by default
+GRACE_S = 30  # docker stop -t: SIGTERM, then SIGKILL after this many seconds
+STREAM_TOKENS = 512
 # Long enough that 16 streams cannot finish within the short grace period below.
 LONG_ENGINE = {"max_model_len": 2048}  # the tiny model's longest
 LONG_TOKENS = 2000
 
 
-def docker_stop(server: TritonServer, timeout: int = 90) -> tuple[int, float, str]:
-    """`docker stop` the container: (its exit status, seconds the stop took, its log)."""
-    docker = docker_binary()
-    container = server._container
+@dataclass
+class Stopped:
+    code: int  # the container's exit status
+    took: float  # seconds `docker stop` took
+    oom_killed: bool
+    log: str
+
+
+def docker_stop(container: str, timeout: int = 90) -> Stopped:
+    """`docker stop -t timeout` the container, and what it left."""
+    docker_cli = docker_binary()
     t0 = time.monotonic()
-    subprocess.run([docker, "stop", "-t", str(timeout), container], capture_output=True,
-                   check=True)
+    subprocess.run([docker_cli, "stop", "-t", str(timeout), container], capture_output=True,
+                   check=True, timeout=timeout + 60)
     took = time.monotonic() - t0
-    code = int(subprocess.run([docker, "inspect", "-f", "{{.State.ExitCode}}", container],
-                              capture_output=True, text=True, check=True).stdout.strip())
-    return code, took, server.logs
+    state = json.loads(subprocess.run([docker_cli, "inspect", "-f", "{{json .State}}",
+                                       container], capture_output=True, text=True,
+                                      check=True).stdout)
+    log = subprocess.run([docker_cli, "logs", container], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, errors="replace").stdout
+    return Stopped(state["ExitCode"], took, state["OOMKilled"], log)
 
 
-async def _streams_then_stop(server, n, max_tokens, wait_first: bool):
-    """n streams; once all produce (or at once), `docker stop` in a thread."""
-    limits = httpx.Limits(max_connections=n + 4)
+async def _streams_then_stop(container: str, requests: list[tuple[str, dict]],
+                             wait_first: bool, timeout: int = 90):
+    """The streams; once all produce (or at once), `docker stop` in a thread."""
+    limits = httpx.Limits(max_connections=len(requests) + 4)
     async with httpx.AsyncClient(timeout=httpx.Timeout(300.0), limits=limits) as client:
-        firsts = [asyncio.Event() for _ in range(n)]
-        tasks = [asyncio.ensure_future(stream_chat(client, server.openai_url, MODEL, max_tokens,
-                                                   f)) for f in firsts]
+        firsts = [asyncio.Event() for _ in requests]
+        tasks = [asyncio.ensure_future(stream(client, url, body, first))
+                 for (url, body), first in zip(requests, firsts, strict=True)]
         if wait_first:
             await asyncio.wait_for(asyncio.gather(*(f.wait() for f in firsts)), 120)
         else:
             await asyncio.sleep(0.2)  # sent, and waiting for their first token
-        stopped: dict = {}
-        stopper = threading.Thread(target=lambda: stopped.update(zip(
-            ("code", "took", "log"), docker_stop(server), strict=True)))
+        stopped: list[Stopped] = []
+        stopper = threading.Thread(target=lambda: stopped.append(docker_stop(container,
+                                                                             timeout)))
         stopper.start()
         results = await asyncio.gather(*tasks)
-    stopper.join(120)
-    return results, stopped
+    stopper.join(timeout + 120)
+    return results, stopped[0]
 
+
+# --- the image's default command, one container ------------------------------------------
+
+@pytest.fixture(scope="module")
+def served():
+    """The image's default command, for the first four tests (a start costs ~45 s on 2
+    cores): the first batch is timed, its start-up reported, then it is stopped."""
+    served = serve(os.environ["TVB_IMAGE"])
+    yield served
+    docker("rm", "-f", served.cid, check=False)
+
+
+def test_first_batch_after_ready_is_served_at_full_speed(served):
+    # First of the module's tests, so that the batch goes as soon as the frontend is ready.
+    url = f"http://127.0.0.1:{served.openai}"
+    wait_ready(url, 60)
+    first = ttfts(asyncio.run(batch(url, SAMPLE_MODEL, CONCURRENCY)))
+    warm = ttfts(asyncio.run(batch(url, SAMPLE_MODEL, CONCURRENCY)))
+    print(summary("\ntime to first token, first batch right after ready", first))
+    print(summary("time to first token, warm batch", warm))
+    assert statistics.median(first) <= 2 * statistics.median(warm) + 0.05, (first, warm)
+
+
+def test_startup_to_ready(served):
+    record("startup_to_ready_s", round(served.ready_after, 1), "s",
+           "docker run to tritonserver's /v2/health/ready")
+    record("startup_to_openai_s", round(served.openai_after, 1), "s",
+           "docker run to the OpenAI frontend's /v1/models")
+    assert 0 < served.ready_after <= served.openai_after < READY_TIMEOUT
+
+
+def test_first_start_reads_the_compile_cache_made_at_build_time(served):
+    # The image ships the sample model's compile cache, made by serving it at build time;
+    # the entrypoint seeds the container's cache with it.  A start whose engine settings
+    # differ from the build's would compile under another key: a second entry.
+    if docker("exec", served.cid, "test", "-d", SEED, check=False).returncode != 0:
+        pytest.skip(f"no {SEED} in the image (GPU images compile at their first start)")
+
+    def entries(root: str) -> list[str]:
+        return docker("exec", served.cid, "sh", "-c",
+                      f"ls {root}/torch_compile_cache/*/").stdout.split()
+    seeded = entries(SEED)
+    assert seeded, f"{SEED} holds no compile cache"
+    assert entries("$HOME/.cache/vllm") == seeded
+
+
+def test_sigterm_with_streams_in_flight_lets_them_finish(served):
+    openai = f"http://127.0.0.1:{served.openai}"
+    requests = [(f"{openai}/v1/chat/completions", chat_body(SAMPLE_MODEL, 64))] * 3 + [
+        (f"{openai}/v1/chat/completions",
+         {"model": SAMPLE_MODEL, "stream": True, "max_tokens": STREAM_TOKENS,
+          "messages": [{"role": "user", "content": "Tell me a long story."}]}),
+        (f"{openai}/v1/completions",
+         {"model": SAMPLE_MODEL, "stream": True, "max_tokens": STREAM_TOKENS,
+          "prompt": "Once upon a time"}),
+        (f"http://127.0.0.1:{served.http}/v2/models/{SAMPLE_MODEL}/generate_stream",
+         {"text_input": "Once upon a time", "stream": True, "return_finish_reason": True,
+          "parameters": {"max_tokens": STREAM_TOKENS}}),
+    ]
+    results, stopped = asyncio.run(_streams_then_stop(served.cid, requests, wait_first=True,
+                                                      timeout=GRACE_S))
+    kinds = [r.kind() for r in results]
+    record("sigterm_to_exit_s", round(stopped.took, 1), "s",
+           f"docker stop with {len(requests)} streams in flight")
+    record("sigterm_stream_ends", "; ".join(f"{r.kind()} ({r.chunks} chunks)" for r in results))
+    print(f"\ndocker stop with {len(requests)} streams in flight: {stopped.took:.1f} s, "
+          f"exit status {stopped.code}, streams: {kinds}")
+    assert stopped.took < GRACE_S, f"not stopped within {GRACE_S} s:\n{stopped.log[-3000:]}"
+    assert all(r.finished for r in results), (kinds, stopped.log[-3000:])
+    assert stopped.code == 0, stopped.log[-3000:]
+    assert not stopped.oom_killed
+    assert "every request finished" in stopped.log
+
+
+# --- containers of this suite's own model repository -------------------------------------
 
 @pytest.fixture
 def image_server(tmp_path, tiny_model):
@@ -93,36 +193,20 @@ def image_server(tmp_path, tiny_model):
         s.stop()
 
 
-def test_first_batch_after_ready_is_served_at_full_speed_and_stop_drains(image_server):
-    server = image_server(grace=30)
-    ready_after = wait_ready(server.openai_url, 420)
-    first = ttfts(asyncio.run(batch(server.openai_url, MODEL, CONCURRENCY)))
-    warm = ttfts(asyncio.run(batch(server.openai_url, MODEL, CONCURRENCY)))
-    print(f"\nfrontend ready after {ready_after:.1f} s")
-    print(summary("time to first token, first batch right after ready", first))
-    print(summary("time to first token, warm batch", warm))
-    assert statistics.median(first) <= 2 * statistics.median(warm) + 0.05, (first, warm)
-
-    results, stopped = asyncio.run(_streams_then_stop(server, 4, 64, wait_first=True))
-    print(f"docker stop with 4 streams in flight: {stopped['took']:.1f} s, "
-          f"exit status {stopped['code']}, streams: {[r.kind() for r in results]}")
-    assert all(r.finished for r in results), [r.kind() for r in results]
-    assert stopped["code"] == 0, stopped["log"][-3000:]
-    assert "every request finished" in stopped["log"]
-
-
 def test_streams_that_cannot_finish_end_with_an_error_event(image_server):
     # Fresh streams, waiting for their first token when the stop comes: the case where
     # clients used to get an empty, well-formed stream.  (Streams already producing are
     # cut the same way: tests/frontends/openai/test_shutdown.py.)
     server = image_server(grace=2, engine_args=LONG_ENGINE)
     wait_ready(server.openai_url, 420)
-    results, stopped = asyncio.run(_streams_then_stop(server, CONCURRENCY, LONG_TOKENS,
+    requests = [(f"{server.openai_url}/v1/chat/completions", chat_body(MODEL, LONG_TOKENS))]
+    results, stopped = asyncio.run(_streams_then_stop(server._container,
+                                                      requests * CONCURRENCY,
                                                       wait_first=False))
     kinds = [r.kind() for r in results]
     print(f"\ndocker stop (grace 2 s) with {CONCURRENCY} long streams "
           f"waiting for their first token: "
-          f"{stopped['took']:.1f} s, exit status {stopped['code']}, streams: "
+          f"{stopped.took:.1f} s, exit status {stopped.code}, streams: "
           f"{ {k: kinds.count(k) for k in set(kinds)} }")
     assert not any(r.silent for r in results), kinds
     cut = [r for r in results if r.told]
@@ -130,9 +214,9 @@ def test_streams_that_cannot_finish_end_with_an_error_event(image_server):
     for r in cut:
         assert r.errors[-1]["type"] == "service_unavailable", r.errors
         assert r.status != 200 or r.done
-    assert stopped["code"] != 0
-    assert "grace period over; cutting POST /v1/chat/completions" in stopped["log"]
-    assert "stopped after cutting" in stopped["log"]
+    assert stopped.code != 0
+    assert "grace period over; cutting POST /v1/chat/completions" in stopped.log
+    assert "stopped after cutting" in stopped.log
 
 
 def test_a_triton_only_container_never_ends_a_cut_stream_as_if_finished(image_server):
@@ -154,26 +238,25 @@ def test_a_triton_only_container_never_ends_a_cut_stream_as_if_finished(image_se
         try:
             with httpx.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
                               json=body, timeout=120) as r:
-                for line in r.iter_lines():
-                    if line.startswith("data: "):
-                        n += 1
-                        if n == 1:
-                            started.wait()
-                        last = line
+                for event in iter_events(r.iter_lines()):
+                    last, n = event, n + 1
+                    if n == 1:
+                        started.wait()
         except httpx.HTTPError as err:
             outcomes.append(f"broken {type(err).__name__}")
             return
-        outcomes.append("error" if last and '"error"' in last else f"ended after {n}")
+        outcomes.append("error" if last and "error" in last.json() else f"ended after {n}")
 
     threads = [threading.Thread(target=one) for _ in range(CONCURRENCY)]
     for t in threads:
         t.start()
     started.wait()
-    code, took, log = docker_stop(server)
+    stopped = docker_stop(server._container)
     for t in threads:
         t.join(60)
-    print(f"\nTriton alone, docker stop with {CONCURRENCY} long streams: {took:.1f} s, "
-          f"exit status {code}, streams: { {k: outcomes.count(k) for k in set(outcomes)} }")
+    print(f"\nTriton alone, docker stop with {CONCURRENCY} long streams: {stopped.took:.1f} s, "
+          f"exit status {stopped.code}, "
+          f"streams: { {k: outcomes.count(k) for k in set(outcomes)} }")
     assert len(outcomes) == CONCURRENCY
     assert not any(o.startswith("ended") for o in outcomes), outcomes
-    assert code != 0, log[-3000:]
+    assert stopped.code != 0, stopped.log[-3000:]

@@ -28,7 +28,8 @@ __all__ = ["QA_SUITES", "ReleaseFacts", "ReleasePlan", "discover_release_facts",
 # Suites that run against a built image (container mode), in the order they run: the
 # cheap image checks first, so that a broken image fails in a minute; the aiperf profile
 # last, once the API it loads has passed.
-QA_SUITES = ("L0_image", "L0_reliability", "L0_backend_vllm", "L0_openai", "L0_aiperf")
+QA_SUITES = ("L0_image", "L0_reliability", "L0_lifecycle", "L0_backend_vllm", "L0_openai",
+             "L0_aiperf")
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,8 @@ def test_push_after_green_qa_records_the_digest(host, tmp_path):
 
 @pytest.mark.parametrize("argv,facts,message", [
     (["--qa=L0_bogus"], FACTS,
-     "--qa=L0_bogus: suites: L0_image, L0_reliability, L0_backend_vllm, L0_openai, L0_aiperf"),
+     "--qa=L0_bogus: suites: L0_image, L0_reliability, L0_lifecycle, L0_backend_vllm, L0_openai, "
+     "L0_aiperf"),
     (["--release-kind=release"], FACTS, "--release-kind=release: needs --push"),
     (["--push=t/x"], FACTS, "--push=t/x: 't' is not a registry host"),
     (["--push=r.io/x", "--release-kind=weekly"], FACTS, "allowed: release, nightly, local"),
