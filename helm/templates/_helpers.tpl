@@ -135,6 +135,17 @@ read-only when (dict "root" $ "readOnlyCache" true): frontends only read tokeniz
   mountPath: /home/triton
 {{- end }}
 
+{{/* The frontend's readiness, which also requires every model the release serves by
+name (health/serving.py in the frontend): Triton up, each of its loaded models READY
+(Triton's strict readiness), the named ones among them, their tokenizers loaded. */}}
+{{- define "triton-vllm.readyPath" -}}
+{{- $query := list }}
+{{- range fromJsonArray (include "triton-vllm.modelNames" .) }}
+{{- $query = append $query (printf "model=%s" (urlquery .)) }}
+{{- end }}
+{{- print "/health/ready" (ternary (printf "?%s" (join "&" $query)) "" (gt (len $query) 0)) }}
+{{- end }}
+
 {{/* The Secret holding the OpenAI API key, or nothing when the endpoint is open. */}}
 {{- define "triton-vllm.apiKeySecret" -}}
 {{- if .Values.openai.apiKey.existingSecret }}

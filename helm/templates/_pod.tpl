@@ -7,7 +7,6 @@ Called with (dict "root" $ "role" ROLE): role "server" for a Deployment/Stateful
 {{- $root := .root }}
 {{- $v := $root.Values }}
 {{- $role := .role }}
-{{- $models := fromJsonArray (include "triton-vllm.modelNames" $root) }}
 {{- include "triton-vllm.podFields" (dict "root" $root "placement" true) }}
 {{- if and (include "triton-vllm.anyFetch" $root) (ne $role "worker") }}
 initContainers:
@@ -94,10 +93,16 @@ containers:
     {{- $args = concat $args (list "--model-control-mode=explicit" "--load-model=*") }}
     {{- end }}
     {{- $args = concat $args $v.server.extraArgs }}
-    {{- if eq $v.modelRepository.source "serve" }}
     {{- /* The image's serve makes the repository (in the tmp volume) from the model's
-           flags; what follows `--` is tritonserver's. */}}
-    {{- $serve := concat (list "serve" $v.model.path) $v.model.args }}
+           flags, or from the models file the chart wrote from `models`
+           (models-configmap.yaml); what follows `--` is tritonserver's. */}}
+    {{- $serve := list }}
+    {{- if eq $v.modelRepository.source "serve" }}
+    {{- $serve = concat (list "serve" $v.model.path) $v.model.args }}
+    {{- else if eq $v.modelRepository.source "values" }}
+    {{- $serve = list "serve" "--models" "/etc/triton-vllm/models.yaml" }}
+    {{- end }}
+    {{- if $serve }}
     {{- $args = ternary (concat $serve (list "--") $args) $serve (gt (len $args) 0) }}
     {{- end }}
     {{- with $args }}
@@ -115,10 +120,7 @@ containers:
       {{- end }}
     {{- end }}
     env:
-      {{- if eq $v.modelRepository.source "values" }}
-      - name: MODEL_REPOSITORY
-        value: /etc/triton-vllm/repository
-      {{- else if eq $v.modelRepository.source "pvc" }}
+      {{- if eq $v.modelRepository.source "pvc" }}
       - name: MODEL_REPOSITORY
         value: /models
       {{- end }}
@@ -140,23 +142,18 @@ containers:
     # Model load: the frontend is ready once Triton and its models are.
     startupProbe:
       httpGet:
-        path: /health/ready
+        path: {{ include "triton-vllm.readyPath" $root | quote }}
         port: openai
       periodSeconds: {{ $v.probes.startup.periodSeconds }}
       timeoutSeconds: 5
       failureThreshold: {{ div (add $v.probes.startup.budgetSeconds $v.probes.startup.periodSeconds -1) $v.probes.startup.periodSeconds }}
-    # The frontend ready (Triton ready, a model listed) and each model ready in Triton
-    # (a model whose engine or stub died exits the container: the image's model watch).
+    # The frontend ready, Triton ready (every model it loaded READY) and serving each of
+    # the release's models: one GET, nothing started in the container.  A model whose
+    # engine or stub died exits the container (the image's model watch).
     readinessProbe:
-      exec:
-        command:
-          - python3
-          - -c
-          - "import sys, urllib.request as u; [u.urlopen(url, timeout={{ $v.probes.readiness.timeoutSeconds }}) for url in sys.argv[1:]]"
-          - http://127.0.0.1:{{ include "triton-vllm.port" "openai" }}/health/ready
-          {{- range $models }}
-          - http://127.0.0.1:{{ include "triton-vllm.port" "http" }}/v2/models/{{ . }}/ready
-          {{- end }}
+      httpGet:
+        path: {{ include "triton-vllm.readyPath" $root | quote }}
+        port: openai
       periodSeconds: {{ $v.probes.readiness.periodSeconds }}
       timeoutSeconds: {{ $v.probes.readiness.timeoutSeconds }}
       failureThreshold: {{ $v.probes.readiness.failureThreshold }}
@@ -224,12 +221,8 @@ volumes:
     configMap:
       name: {{ include "triton-vllm.fullname" $root }}-models
       items:
-        {{- range $v.models }}
-        - key: {{ .name }}.config.pbtxt
-          path: repository/{{ .name }}/config.pbtxt
-        - key: {{ .name }}.model.json
-          path: repository/{{ .name }}/1/model.json
-        {{- end }}
+        - key: models.yaml
+          path: models.yaml
   {{- else if eq $v.modelRepository.source "pvc" }}
   - name: model-repository
     persistentVolumeClaim:

@@ -25,7 +25,7 @@ import urllib.request
 
 import pytest
 
-from qa.common import series_total
+from qa.common import chart, series_total
 from qa.common.kubelet import Probe, docker
 
 from .release import run_helm_tests, started_release, until
@@ -60,11 +60,12 @@ def test_frontend_pod_probes_pass(release, kind):
 
 
 def test_readiness_probe_fails_for_a_model_that_is_not_there(release):
-    """The exec probe really checks the URLs it is given (no probe that cannot fail)."""
+    """The probe really checks the models it names (no probe that cannot fail)."""
     spec = json.loads(json.dumps(release.server.container["readinessProbe"]))
-    spec["exec"]["command"][-1] = "http://127.0.0.1:8000/v2/models/no_such_model/ready"
-    ok, _ = Probe(release.server, spec).check()
-    assert not ok
+    assert chart.required_models(spec) == ["vllm_model"]
+    spec["httpGet"]["path"] += "&model=no_such_model"
+    ok, why = Probe(release.server, spec).check()
+    assert not ok and why == "HTTP 503"
 
 
 def test_helm_test_pods_pass_against_the_services(release):

@@ -10,6 +10,8 @@ import urllib.request
 
 import pytest
 
+from qa.common import chart
+
 from .release import HERE, started_release
 
 pytestmark = pytest.mark.docker
@@ -24,7 +26,7 @@ def test_readiness_probe_passes_for_the_model_serve_named(release):
     probe = release.probe(release.server, "readinessProbe")
     ok, why = probe.check()
     assert ok, f"readinessProbe: {why}\n{release.logs()}"
-    assert "http://127.0.0.1:8000/v2/models/tiny/ready" in probe.spec["exec"]["command"]
+    assert chart.required_models(probe.spec) == ["tiny"]
 
 
 def test_the_repository_is_the_generators(release):

@@ -12,6 +12,7 @@ dict, in a stable order.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from pathlib import Path
 
 import yaml
@@ -92,6 +93,13 @@ def find(manifests: list[dict], kind: str, name: str | None = None) -> dict:
 def hooks(manifests: list[dict], hook: str = "test") -> list[dict]:
     return [m for m in manifests
             if (m["metadata"].get("annotations") or {}).get("helm.sh/hook") == hook]
+
+
+def required_models(probe: dict) -> list[str]:
+    """The models a rendered startup or readiness probe requires: the `model`s of its
+    httpGet's query (the frontend's /health/ready?model=NAME&...)."""
+    query = urllib.parse.urlsplit(probe["httpGet"]["path"]).query
+    return urllib.parse.parse_qs(query).get("model", [])
 
 
 # ---------------------------------------------------------------- values reference

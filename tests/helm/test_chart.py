@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import re
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -222,12 +223,10 @@ def test_probes_have_their_roles():
     triton = container(spec)
     startup, ready, live = (triton[k] for k in ("startupProbe", "readinessProbe", "livenessProbe"))
     # Model load: the startup budget is what the pod gets, then it is restarted.
-    assert startup["httpGet"] == {"path": "/health/ready", "port": "openai"}
+    assert startup["httpGet"] == {"path": "/health/ready?model=vllm_model", "port": "openai"}
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 600
-    # Ready: the frontend and every model.
-    urls = ready["exec"]["command"][3:]
-    assert urls == ["http://127.0.0.1:9000/health/ready",
-                    "http://127.0.0.1:8000/v2/models/vllm_model/ready"]
+    # Ready: one GET on the frontend, which also requires every model of the release.
+    assert ready["httpGet"] == startup["httpGet"]
     # Alive: Triton reachable and no model dead, by the image's watch (a check that only
     # goes unanswered, as on a busy engine, passes).
     from triton_vllm_backend import watch
@@ -358,6 +357,43 @@ def test_drain_ends_before_the_kubelet_kills_the_pod(grace, drain):
     env = {e["name"]: e.get("value") for e in frontend["spec"]["containers"][0]["env"]}
     assert frontend["spec"]["terminationGracePeriodSeconds"] == grace
     assert env["TRITON_OPENAI_SHUTDOWN_TIMEOUT"] == drain
+
+
+@pytest.mark.parametrize("values_file", FIXTURES, ids=fixture_id)
+def test_readiness_requires_every_model_the_release_serves(values_file):
+    """The frontend's /health/ready?model=... (triton_openai.health) is each serving pod's
+    readiness: the Triton pods' and the frontend-only pods' ask for the same models."""
+    manifests = chart.render([values_file])
+    values = chart.load_values([values_file])
+    source = values.get("modelRepository", {}).get("source", "sample")
+    expected = {"sample": ["vllm_model"],
+                "values": [m["name"] for m in values.get("models", [])],
+                "pvc": values.get("modelRepository", {}).get("pvc", {}).get("modelNames", []),
+                }.get(source)
+    probes = [c[kind] for m in manifests if m["kind"] in ("Deployment", "StatefulSet",
+                                                          "LeaderWorkerSet")
+              for spec in _pod_specs(m) for c in spec["containers"]
+              for kind in ("startupProbe", "readinessProbe") if kind in c]
+    assert probes
+    for probe in probes:
+        assert urllib.parse.urlsplit(probe["httpGet"]["path"]).path == "/health/ready"
+        assert probe["httpGet"]["port"] == "openai"
+        if expected is not None:
+            assert chart.required_models(probe) == expected
+
+
+def test_readiness_names_are_url_encoded():
+    manifests = chart.render(values={"modelRepository": {"source": "pvc", "pvc": {
+        "claimName": "c", "modelNames": ["a&b", "c d"]}}})
+    probe = container(pod_spec(manifests))["readinessProbe"]
+    assert chart.required_models(probe) == ["a&b", "c d"]
+
+
+def _pod_specs(workload: dict) -> list[dict]:
+    if workload["kind"] == "LeaderWorkerSet":
+        template = workload["spec"]["leaderWorkerTemplate"]
+        return [template["leaderTemplate"]["spec"], template["workerTemplate"]["spec"]]
+    return [workload["spec"]["template"]["spec"]]
 
 
 # ------------------------------------------------------------------ autoscaling

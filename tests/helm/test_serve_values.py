@@ -43,7 +43,7 @@ def test_the_chart_names_the_model_as_serve_does(folder, args, parser, tmp_path)
     (path / "config.json").write_text("{}")
     spec, _ = serve.parse_model([str(path), *args], parser)
     probe = server_container({"path": str(path), "args": args})["readinessProbe"]
-    assert f"http://127.0.0.1:8000/v2/models/{spec.name}/ready" in probe["exec"]["command"]
+    assert chart.required_models(probe) == [spec.name]
 
 
 def test_serve_needs_a_path():
