@@ -263,6 +263,10 @@ class PodContainer:
         return self.ports[port]
 
 
+# What the kubelet sends with an httpGet probe unless the probe's httpHeaders say otherwise.
+KUBELET_HEADERS = {"User-Agent": "kube-probe/1.37", "Accept": "*/*"}
+
+
 class Probe:
     """A rendered probe (httpGet, exec or tcpSocket), run as the kubelet runs it."""
 
@@ -283,9 +287,14 @@ class Probe:
         """One attempt: (success, why)."""
         if "httpGet" in self.spec:
             get = self.spec["httpGet"]
+            if "host" in get:
+                raise PodError("httpGet.host is not supported by this runner (the pod's own "
+                               "address is probed)")
             scheme = get.get("scheme", "HTTP").lower()
+            # The path as written, its query included: the kubelet sends both.
             url = f"{scheme}://127.0.0.1:{self.pod.port_of(get['port'])}{get.get('path', '/')}"
-            headers = {h["name"]: h["value"] for h in get.get("httpHeaders") or []}
+            headers = {**KUBELET_HEADERS,
+                       **{h["name"]: h["value"] for h in get.get("httpHeaders") or []}}
             try:
                 req = urllib.request.Request(url, headers=headers)
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:

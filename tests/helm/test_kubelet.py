@@ -5,11 +5,13 @@ reproduce must be refused, not skipped."""
 from __future__ import annotations
 
 import copy
+import http.server
+import threading
 
 import pytest
 
 from qa.common import chart
-from qa.common.kubelet import PodContainer, PodError, quantity_bytes
+from qa.common.kubelet import PodContainer, PodError, Probe, quantity_bytes
 
 
 @pytest.fixture
@@ -88,3 +90,39 @@ def test_config_map_files_follow_their_item_paths(tmp_path):
     host = pod._files(volume)
     assert (host / "repository/llama/config.pbtxt").read_text().startswith('backend: "vllm"')
     assert '"tensor_parallel_size": 2' in (host / "repository/llama/1/model.json").read_text()
+
+
+@pytest.fixture
+def ready_server():
+    """An HTTP server that is ready only for the sample model, and records what it got."""
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("User-Agent")))
+            self.send_response(200 if self.path == "/health/ready?model=vllm_model" else 503)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], seen
+    server.shutdown()
+
+
+def test_http_probe_sends_the_rendered_path_and_query(rendered, tmp_path, ready_server):
+    port, seen = ready_server
+    pod = _pod(rendered, tmp_path)
+    openai = next(p["containerPort"] for p in pod.container["ports"] if p["name"] == "openai")
+    pod.ports[openai] = port  # where `docker run -p` would have published it
+    spec = pod.container["readinessProbe"]
+    assert Probe(pod, spec).check() == (True, "HTTP 200")
+    assert seen[-1] == ("/health/ready?model=vllm_model", "kube-probe/1.37")
+    other = copy.deepcopy(spec)
+    other["httpGet"]["path"] = "/health/ready?model=no_such_model"
+    assert Probe(pod, other).check() == (False, "HTTP 503")
+    other["httpGet"]["host"] = "10.0.0.1"
+    with pytest.raises(PodError, match="httpGet.host"):
+        Probe(pod, other).check()
