@@ -134,6 +134,12 @@ containers:
       - name: HF_HOME
         value: {{ $v.modelCache.mountPath }}/huggingface
       {{- end }}
+      {{- if include "triton-vllm.downloadsFromHub" $root }}
+      # The image never reaches the hub (HF_HUB_OFFLINE=1) but for a model named by its
+      # hub id, which vLLM downloads (into the model cache when there is one).
+      - name: HF_HUB_OFFLINE
+        value: "0"
+      {{- end }}
       {{- with include "triton-vllm.apiKeyEnv" $root }}{{ . | trim | nindent 6 }}{{ end }}
       {{- with $v.server.env }}
       {{- toYaml . | nindent 6 }}

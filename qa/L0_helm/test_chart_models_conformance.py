@@ -1,8 +1,8 @@
 """Chart-to-image conformance of a model repository made from values: the chart's
-ConfigMap (each model's config.pbtxt and model.json, laid out by the kubelet's item paths)
-is the repository the real image serves, its discovery parameters agree with model.json
-(the backend refuses the model otherwise), and the `helm test` Pods pass through the Triton
-pod's own frontend.  See release.py for the runner."""
+ConfigMap (the models file, at the kubelet's item path) is what the real image's `serve`
+makes the repository from, its discovery parameters agree with model.json (the backend
+refuses the model otherwise), and the `helm test` Pods pass through the Triton pod's own
+frontend.  See release.py for the runner."""
 
 from __future__ import annotations
 
@@ -40,6 +40,10 @@ def test_model_config_is_the_values(release):
     assert params["vllm_model"] == "/opt/models/tiny-llama"
     assert params["vllm_max_model_len"] == "1024"
     assert params["REPORT_CUSTOM_METRICS"] == "true"
+    # engineArgs reached model.json as flags (serve logs each model.json it writes).
+    made = next(line for line in release.server.logs(tail=100_000).splitlines()
+                if line.startswith("serve: ") and line.split(":")[1].endswith("/tiny"))
+    assert json.loads(made.split(": ", 2)[2])["enable_prefix_caching"] is True
 
 
 def test_helm_test_pods_pass(release):

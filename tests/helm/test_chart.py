@@ -7,7 +7,6 @@ manifests, values rejected by the schema, and agreement with the image and backe
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 import urllib.parse
@@ -260,46 +259,6 @@ def test_every_pod_gets_the_pull_secrets():
     assert all(p["imagePullSecrets"] == [{"name": "regcred"}] for p in pods)
 
 
-def _model_repository(manifests: list[dict]) -> dict[str, tuple[str, dict]]:
-    data = chart.find(manifests, "ConfigMap")["data"]
-    names = {k.rsplit(".", 2)[0] for k in data}
-    return {n: (data[f"{n}.config.pbtxt"], json.loads(data[f"{n}.model.json"])) for n in names}
-
-
-@pytest.mark.parametrize("fixture", ["gpu-tp", "pvc-cache", "multi-node"])
-def test_config_parameters_agree_with_model_json(fixture):
-    """The backend refuses a config.pbtxt whose discovery parameters disagree with
-    model.json: the chart writes both from one value."""
-    from triton_vllm_backend import engine_config
-
-    for name, (pbtxt, model_json) in _model_repository(rendered(fixture)).items():
-        params = dict(re.findall(r'key: "(\w+)" value: \{ string_value: "([^"]*)" \}', pbtxt))
-        engine_config.check_published(params, model_json)
-        assert {k: params[k] for k in engine_config.PUBLISHED if k in params} == \
-            engine_config.published_parameters(model_json), name
-
-
-def test_tensor_parallel_and_engine_args_reach_model_json():
-    repo = _model_repository(rendered("gpu-tp"))
-    _, model_json = repo["llama"]
-    assert model_json["tensor_parallel_size"] == 2
-    assert model_json["gpu_memory_utilization"] == 0.9
-    assert model_json["max_model_len"] == 8192
-    assert model_json["disable_log_stats"] is False  # the vllm: metrics need the stats
-
-
-def test_model_files_are_mounted_as_a_triton_repository():
-    manifests = rendered("gpu-tp")
-    spec = pod_spec(manifests)
-    volume = next(v for v in spec["volumes"] if v["name"] == "model-repository")
-    assert volume["configMap"]["items"] == [
-        {"key": "llama.config.pbtxt", "path": "repository/llama/config.pbtxt"},
-        {"key": "llama.model.json", "path": "repository/llama/1/model.json"}]
-    env = {e["name"]: e.get("value") for e in container(spec)["env"]}
-    assert env["MODEL_REPOSITORY"] == "/etc/triton-vllm/repository"
-    assert env["HF_HOME"] == "/cache/huggingface"
-
-
 def test_fetched_models_come_from_init_containers_with_secret_credentials():
     manifests = rendered("pvc-cache")
     workload = chart.find(manifests, "StatefulSet")
@@ -313,10 +272,6 @@ def test_fetched_models_come_from_init_containers_with_secret_credentials():
     assert workload["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "model-cache"
     headless = chart.find(manifests, "Service", workload["spec"]["serviceName"])
     assert headless["spec"]["clusterIP"] == "None"
-    _, model_json = _model_repository(manifests)["minilm"]
-    assert model_json == {"model": "/cache/models/minilm", "disable_log_stats": False,
-                          "runner": "pooling", "tensor_parallel_size": 1,
-                          "pipeline_parallel_size": 1}
 
 
 def test_api_key_reaches_the_frontend_by_reference():
@@ -453,9 +408,6 @@ def test_multi_node_renders_a_leader_worker_set_over_ray():
     assert "startupProbe" in leader and "readinessProbe" not in worker
     for c in (leader, worker):
         assert c["resources"]["limits"]["nvidia.com/gpu"] == 8
-    _, model_json = _model_repository(manifests)["llama-405b"]
-    assert model_json["distributed_executor_backend"] == "ray"
-    assert (model_json["tensor_parallel_size"], model_json["pipeline_parallel_size"]) == (8, 2)
     # Only leaders serve: the Services select them.
     for service in (m for m in manifests if m["kind"] == "Service"):
         assert service["spec"]["selector"]["role"] == "leader"

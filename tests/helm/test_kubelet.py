@@ -87,9 +87,11 @@ def test_config_map_files_follow_their_item_paths(tmp_path):
     template = chart.find(manifests, "Deployment")["spec"]["template"]
     pod = PodContainer(manifests, template, "triton", network="n", workdir=tmp_path, name="p")
     volume = next(v for v in template["spec"]["volumes"] if v["name"] == "model-repository")
-    host = pod._files(volume)
-    assert (host / "repository/llama/config.pbtxt").read_text().startswith('backend: "vllm"')
-    assert '"tensor_parallel_size": 2' in (host / "repository/llama/1/model.json").read_text()
+    # The chart's one key, put in a folder of its own.
+    nested = {**volume["configMap"], "items": [{"key": "models.yaml", "path": "serve/models.yaml"}]}
+    host = pod._files({**volume, "configMap": nested})
+    assert '"--tensor-parallel-size","2"' in (host / "serve/models.yaml").read_text()
+    assert sorted(p.name for p in host.iterdir() if not p.name.startswith("..")) == ["serve"]
 
 
 @pytest.fixture
