@@ -39,6 +39,7 @@ from triton_vllm_backend import (  # noqa: E402
     coalesce,
     compact_json,
     engine_config,
+    errors,
     health,
     io_spec,
     jobs,
@@ -196,7 +197,7 @@ class TritonPythonModel:
             # UNAVAILABLE (HTTP 503): the server's fault, not the client's; ask again later.
             message = health.dead_message(self.model_name, self._death)
             for request in requests:
-                self._fail(request.get_response_sender(), message, unavailable=True)
+                self._fail(request.get_response_sender(), errors.UNAVAILABLE, message)
             return None
         for request in requests:
             sender = request.get_response_sender()
@@ -209,7 +210,7 @@ class TritonPythonModel:
             try:
                 target = abort.target_of(request_parameters)
             except abort.AbortError as e:
-                self._fail(sender, str(e))
+                self._fail(sender, errors.INVALID_ARGUMENT, str(e))
                 continue
             if target is not None:
                 asyncio.run_coroutine_threadsafe(self._abort_request(target, sender),
@@ -218,12 +219,12 @@ class TritonPythonModel:
             try:
                 job = self._read_request(request)
             except (params.ParameterError, lora.UnknownAdapter, ValueError) as e:
-                self._fail(sender, str(e))
+                self._fail(sender, errors.INVALID_ARGUMENT, str(e))
                 continue
             except Exception as e:  # noqa: BLE001 - e.g. vLLM's own validation errors
                 # Raising from execute() would fail the whole batch inside the Python
                 # backend, not just this request: answer it and go on.
-                self._fail(sender, _describe(e))
+                self._fail(sender, *errors.described(e))
                 continue
             asyncio.run_coroutine_threadsafe(self._serve(job, request, sender), self._loop)
         return None
@@ -300,7 +301,7 @@ class TritonPythonModel:
             if request_id in self._answered_dead:
                 return
             self.logger.log_error(f"[vllm] request {request_id} failed: {e!r}")
-            self._fail(sender, _describe(e))
+            self._fail(sender, *errors.described(e))
         finally:
             self._requests.finish(request_id)
             self._answered_dead.discard(request_id)
@@ -410,11 +411,12 @@ class TritonPythonModel:
         except Exception as e:  # noqa: BLE001 - e.g. the client is gone; nothing to tell it
             self.logger.log_verbose(f"[vllm] could not send a response: {e!r}")
 
-    def _fail(self, sender, message, unavailable=False):
-        error = (pb_utils.TritonError(message, pb_utils.TritonError.UNAVAILABLE) if unavailable
-                 else pb_utils.TritonError(message))
-        response = pb_utils.InferenceResponse(error=error)
-        sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+    def _fail(self, sender, kind, message):
+        """Answer a request with an error: every error the backend sends goes through
+        here, tagged with its kind (errors.py), which clients read instead of the words."""
+        error = errors.triton_error(pb_utils, kind, message)
+        sender.send(pb_utils.InferenceResponse(error=error),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     # ----------------------------------------------------------------- health
     def _check_health(self) -> bool:
@@ -448,7 +450,7 @@ class TritonPythonModel:
         for rid, (_, sender) in list(self._requests.running()):
             self._answered_dead.add(rid)
             try:
-                self._fail(sender, message, unavailable=True)
+                self._fail(sender, errors.UNAVAILABLE, message)
             except Exception as e:  # noqa: BLE001 - its client is gone already
                 self.logger.log_verbose(f"[vllm] could not answer {rid}: {e!r}")
         # Not unloaded: pb_utils.unload_model() here has crashed tritonserver (a lock
@@ -485,7 +487,7 @@ class TritonPythonModel:
             self.logger.log_warn(f"[vllm] request {rid} stopped unfinished: "
                                  f"{self.model_name} is unloading")
             try:
-                self._fail(sender, UNLOADING_MESSAGE)
+                self._fail(sender, errors.UNAVAILABLE, UNLOADING_MESSAGE)
             except Exception as e:  # noqa: BLE001 - its client is gone already
                 self.logger.log_verbose(f"[vllm] could not answer {rid}: {e!r}")
         ids = self._requests.ids()
@@ -495,12 +497,3 @@ class TritonPythonModel:
     def _stop_loop(self):
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._loop_thread.join(timeout=10)
-
-
-def _describe(error: BaseException) -> str:
-    """A message a client can act on: vLLM wraps validation errors in EngineGenerateError."""
-    cause = error
-    while cause.__cause__ is not None and str(cause) in ("", type(cause).__name__):
-        cause = cause.__cause__
-    text = str(cause) or type(cause).__name__
-    return f"{type(cause).__name__}: {text}" if str(cause) else text

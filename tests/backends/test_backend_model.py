@@ -233,8 +233,39 @@ def test_a_bad_request_gets_its_error_and_the_model_goes_on(serve, inputs, messa
     good = generate_request()
     model.execute([bad, good])
     [error] = bad.sender.wait()
-    assert message in error.error.message()
+    assert error.error.message().startswith("[invalid_argument] ")
+    assert message in error.error.message() and error.error.code() == pb.TritonError.INVALID_ARG
     assert texts(good.sender.wait()) == [[b"ok"]] and len(engine.started) == 1
+
+
+class FailingEngine(FakeEngine):
+    """vLLM's AsyncLLM when a request fails in it at its first step: the error, raised as
+    the cause of an EngineGenerateError that says nothing."""
+
+    def __init__(self, cause):
+        super().__init__()
+        self.cause = cause
+
+    def generate(self, prompt, sampling, request_id, lora_request=None, priority=0):
+        return self
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        raise RuntimeError() from self.cause
+
+
+@pytest.mark.parametrize("cause, tag", [
+    (ValueError("prompt is longer than the maximum model length"), "[invalid_argument] "),
+    (RuntimeError("CUDA error: an illegal memory access"), "[internal] "),
+])
+def test_a_request_that_fails_in_vllm_gets_the_kind_of_its_cause(serve, cause, tag):
+    model = serve(FailingEngine(cause))
+    request = generate_request()
+    model.execute([request])
+    [error] = request.sender.wait()
+    assert error.error.message() == f"{tag}{type(cause).__name__}: {cause}"
 
 
 def test_a_client_that_leaves_has_its_request_aborted_in_vllm(serve):
@@ -326,7 +357,7 @@ def test_a_request_still_running_at_unload_gets_an_error_not_a_silent_end(serve,
     responses = request.sender.wait()
     assert texts(responses[:1]) == [[b"He"]]
     errors = [r for r in responses if r is not None and r.error is not None]
-    assert [e.error.message() for e in errors] == [model_module.UNLOADING_MESSAGE]
+    assert [e.error.message() for e in errors] == [f"[unavailable] {model_module.UNLOADING_MESSAGE}"]
     # Nothing that reads as an answer after it (at most the bare final flag).
     assert all(r is None for r in responses[responses.index(errors[0]) + 1:])
     assert engine.aborted == engine.started
@@ -390,7 +421,7 @@ def test_a_dead_engine_ends_every_stream_in_flight_with_unavailable(serve, model
     for request in requests:
         last = request.sender.wait()[-1]
         assert last.error.code() == pb.TritonError.UNAVAILABLE
-        assert "engine of model 'm' died" in last.error.message()
+        assert last.error.message().startswith("[unavailable] the vLLM engine of model 'm' died")
     assert time.monotonic() - started < 1.0
     engine.raise_in_flight(model._loop)
     time.sleep(0.2)
