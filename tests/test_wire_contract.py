@@ -9,13 +9,14 @@ in production.
 import json
 
 import pytest
-from triton_vllm_backend import abort, engine_config, health, io_spec, lora, params
+from triton_vllm_backend import abort, engine_config, errors, health, io_spec, lora, params
 
 from triton_openai.catalog import _served_models
+from triton_openai.errors import from_triton
 from triton_openai.structured import from_response_format, validate_structured_outputs
 from triton_openai.triton import vllm_contract as wire
 from triton_openai.triton import vllm_io
-from triton_openai.triton.client import ModelInfo, classify_model_error
+from triton_openai.triton.client import KIND_STATUS, ModelInfo, model_error
 
 # Triton's config data types as KServe names them on the wire.
 KSERVE_TYPE = {"TYPE_STRING": "BYTES", "TYPE_BOOL": "BOOL", "TYPE_INT64": "INT64",
@@ -69,13 +70,41 @@ def test_the_frontends_abort_request_names_its_target_for_the_backend():
     assert abort.target_of(json.dumps(frontend_parameters)) == "cmpl-1"
 
 
+def test_both_sides_declare_the_same_error_kinds():
+    assert errors.KINDS == wire.ERROR_KINDS == set(KIND_STATUS)
+    # Each under its own name on either side.
+    assert {getattr(wire, kind.upper()) for kind in wire.ERROR_KINDS} == wire.ERROR_KINDS
+    assert {getattr(errors, kind.upper()) for kind in errors.KINDS} == errors.KINDS
+
+
+@pytest.mark.parametrize("kind", sorted(errors.KINDS))
+def test_every_kind_the_backend_sends_is_read_back_with_the_status_of_the_table(kind):
+    sent = errors.tagged(kind, "sampling parameter 'n' must be 1")
+    assert wire.read_error_kind(sent) == (kind, "sampling parameter 'n' must be 1")
+    # Inside a stream (no status), and with any status a transport gave it.
+    for transport_status in (500, 400, 503):
+        err = model_error(sent, transport_status)
+        assert err.status == KIND_STATUS[kind]
+        assert err.message == "sampling parameter 'n' must be 1"
+        assert from_triton(err).status == KIND_STATUS[kind]
+
+
+@pytest.mark.parametrize("error, status", [
+    (params.ParameterError("sampling parameter 'max_tokens' must be an integer"), 400),
+    (lora.UnknownAdapter("unknown LoRA adapter 'chat' (this model serves: sql)"), 400),
+    (RuntimeError("CUDA error"), 500),
+])
+def test_what_the_backend_answers_a_failed_request_with_has_the_frontends_status(error,
+                                                                                 status):
+    assert model_error(errors.tagged(*errors.described(error))).status == status
+
+
 def test_a_dead_engines_error_is_a_503_to_the_frontend_inside_a_stream():
-    # Inside a stream the error is text alone: the phrase carries the kind.
+    # Inside a stream the error is text alone: its tag carries the kind.
     message = health.dead_message("m", RuntimeError("EngineCore encountered an issue"))
-    assert health.DEAD_PHRASE == wire.ENGINE_DEAD_PHRASE
-    assert classify_model_error(message).status == 503
+    assert model_error(errors.tagged(errors.UNAVAILABLE, message)).status == 503
     # Triton's own words for a dead stub (libtriton_python): a 503 too, not the 400 it has.
-    assert classify_model_error("Stub process 'm_0_0' is not healthy.").status == 503
+    assert model_error("Stub process 'm_0_0' is not healthy.", 400).status == 503
 
 
 def test_the_watchs_health_request_is_what_the_backend_answers():
@@ -125,9 +154,8 @@ def test_what_the_frontend_sends_as_priority_the_backend_reads_and_checks():
     params.check_priority(parsed[params.PRIORITY], enabled=True)
     with pytest.raises(params.ParameterError) as refused:
         params.check_priority(parsed[params.PRIORITY], enabled=False)
-    # The frontend tells a request's errors from the server's by their wording: this is 400.
-    from triton_openai.triton.client import classify_model_error
-    assert classify_model_error(str(refused.value)).status == 400
+    # What execute() answers a ParameterError with: a 400 to the frontend.
+    assert model_error(errors.tagged(errors.INVALID_ARGUMENT, str(refused.value))).status == 400
 
 
 def test_a_request_id_the_frontend_sends_leads_vllms_id_for_it():

@@ -11,9 +11,9 @@ and the chart's liveness probe ask it.
 
 An engine that died stays dead: vLLM's AsyncLLM cannot start a new engine core under
 requests that were running, so the model answers UNAVAILABLE from then on (Triton's
-generate endpoint sends it as a 400 whose text holds DEAD_PHRASE; the frontend, a 503),
-every request in flight gets an error at once, and the server is restarted from outside
-(the image's watch exits, its container with it).
+generate endpoint sends it as a 400, its text tagged `[unavailable]` by errors.py, which
+the frontend answers with a 503), every request in flight gets an error at once, and the
+server is restarted from outside (the image's watch exits, its container with it).
 """
 
 from __future__ import annotations
@@ -39,9 +39,8 @@ def death_of(engine) -> BaseException | None:
     return error if isinstance(error, BaseException) else RuntimeError("the engine died")
 
 
-# In every answer about a dead engine: inside a stream, Triton passes a model's error on
-# as text alone, so this phrase is how clients (the OpenAI frontend) tell it from a bad
-# request.  Part of the wire contract (tests/test_wire_contract.py).
+# In every answer about a dead engine: how the watch tells a dead engine from a model
+# that is unavailable for a while (unloading), as both are answered UNAVAILABLE.
 DEAD_PHRASE = "cannot serve it until it is restarted"
 
 

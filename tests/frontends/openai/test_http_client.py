@@ -15,11 +15,13 @@ class FakeTritonHttp:
     """Speaks just enough HTTP/1.1: keep-alive, chunked SSE for generate_stream, JSON
     for the rest.  `events` are the SSE payloads of a generation; `batched` writes them
     all at once; `split` writes each event in two pieces; `forever` streams until the
-    client leaves.  Abort requests (the vLLM backend's parameter) are recorded."""
+    client leaves; a `status` other than 200 answers with `error`.  Abort requests (the
+    vLLM backend's parameter) are recorded."""
 
     def __init__(self, events=(), batched=False, split=False, forever=False, status=200,
-                 close_idle=False, silent=False):
+                 close_idle=False, silent=False, error="bad thing"):
         self.events = [json.dumps(e).encode() for e in events]
+        self.error = error
         self.batched, self.split, self.forever = batched, split, forever
         self.status, self.close_idle, self.silent = status, close_idle, silent
         self.requests: list[tuple[str, dict | None]] = []
@@ -77,7 +79,7 @@ class FakeTritonHttp:
                 self.left_early.set()
             return
         if self.status != 200:
-            payload = json.dumps({"error": "bad thing"}).encode()
+            payload = json.dumps({"error": self.error}).encode()
             writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
                          b"Content-Length: %d\r\n\r\n%s" % (self.status, len(payload), payload))
             return
@@ -236,13 +238,17 @@ def test_no_abort_after_the_stream_ended():
     assert run(main()) == []
 
 
-@pytest.mark.parametrize("message, status", [
-    ("invalid sampling parameters: max_tokens must be at least 1", 400),
-    ("Stub process 'm_0_0' is not healthy.", 503),
+@pytest.mark.parametrize("sent, message, status", [
+    ("[invalid_argument] max_tokens must be at least 1", "max_tokens must be at least 1", 400),
+    ("[unavailable] the engine died", "the engine died", 503),
+    ("[internal] RuntimeError: oops", "RuntimeError: oops", 500),
+    # Triton's own words, no kind: a dead stub is the server's fault.
+    ("Stub process 'm_0_0' is not healthy.", "Stub process 'm_0_0' is not healthy.", 503),
+    ("something Triton says", "something Triton says", 500),
 ])
-def test_an_error_event_is_a_triton_error(message, status):
+def test_an_error_event_is_a_triton_error(sent, message, status):
     async def main():
-        async with FakeTritonHttp([{"text_output": "a"}, {"error": message}]) as t:
+        async with FakeTritonHttp([{"text_output": "a"}, {"error": sent}]) as t:
             client = HttpTritonClient(t.url)
             got = []
             with pytest.raises(TritonError) as err:
@@ -267,6 +273,20 @@ def test_an_error_status_is_a_triton_error(http_status, status):
 
     err = run(main())
     assert err.status == status and "bad thing" in err.message
+
+
+def test_an_error_status_says_less_than_the_kind_of_the_backends_error():
+    # Triton's generate endpoints answer any model error with a 400.
+    async def main():
+        async with FakeTritonHttp(status=400, error="[unavailable] the engine died") as t:
+            client = HttpTritonClient(t.url)
+            with pytest.raises(TritonError) as err:
+                await collect(client)
+            await client.close()
+            return err.value
+
+    err = run(main())
+    assert (err.status, err.message) == (503, "the engine died")
 
 
 def test_unreachable_server():

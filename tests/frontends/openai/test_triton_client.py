@@ -143,13 +143,14 @@ def test_choose_client_kind_errors(url, repo, inproc, have):
 
 class _FakeStreamServer:
     """Answers ModelStreamInfer: generation requests get a response every 10 ms until they
-    are cancelled (or `final_after` responses, the last one final); abort requests (the
-    vLLM backend's parameter) are recorded and get an empty final response."""
+    are cancelled (or `final_after` responses, the last one final), or with `error` in
+    the stream; abort requests (the vLLM backend's parameter) are recorded and get an
+    empty final response."""
 
-    def __init__(self, final_after=None):
+    def __init__(self, final_after=None, error=None):
         from tritonclient.grpc import service_pb2_grpc
 
-        self.final_after = final_after
+        self.final_after, self.error = final_after, error
         self.aborted: list[str] = []
         fake = self
 
@@ -168,6 +169,9 @@ class _FakeStreamServer:
                     if target is not None:
                         fake.aborted.append(target.string_param)
                         yield reply(True)
+                        continue
+                    if fake.error is not None:
+                        yield service_pb2.ModelStreamInferResponse(error_message=fake.error)
                         continue
                     i = 0
                     while fake.final_after is None or i < fake.final_after:
@@ -226,3 +230,24 @@ def test_grpc_client_sends_no_abort_after_the_final_response():
             return fake.aborted
 
     assert asyncio.run(main()) == []
+
+
+@pytest.mark.parametrize("sent, message, status", [
+    ("[invalid_argument] unknown sampling parameter 'x'", "unknown sampling parameter 'x'", 400),
+    ("[unavailable] the engine died", "the engine died", 503),
+    ("Stub process 'm_0_0' is not healthy.", "Stub process 'm_0_0' is not healthy.", 503),
+])
+def test_grpc_client_reads_the_kind_of_an_error_in_the_stream(sent, message, status):
+    from triton_openai.triton.client import TritonError
+    from triton_openai.triton.grpc_client import GrpcTritonClient
+
+    async def main():
+        async with _FakeStreamServer(error=sent) as fake:
+            client = GrpcTritonClient(f"127.0.0.1:{fake.port}")
+            with pytest.raises(TritonError) as err:
+                await _read_some(client, 1)
+            await client.close()
+            return err.value
+
+    err = asyncio.run(main())
+    assert (err.status, err.message) == (status, message)

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .vllm_contract import ENGINE_DEAD_PHRASE, STUB_DEAD_PHRASE
+from . import vllm_contract as wire
 
 ABORT_TIMEOUT_S = 10.0
 
@@ -125,27 +125,31 @@ class InferResponse:
     more: bool = False
 
 
-def model_cannot_serve(message: str) -> bool:
-    """Whether an error says the model went away under the request (server stopping,
-    engine or stub dead): the server's fault, whatever status carried it (Triton answers
-    a dead stub with a 400), so 503 and a retry elsewhere."""
-    lowered = message.lower()
-    return ("is unloading" in lowered or "shutting down" in lowered
-            or ENGINE_DEAD_PHRASE in lowered or STUB_DEAD_PHRASE in lowered)
+# The HTTP status of each kind of error the vLLM backend sends (vllm_contract.py); the
+# OpenAI error's type and code follow from the status (errors.py).
+KIND_STATUS = {wire.INVALID_ARGUMENT: 400, wire.UNAVAILABLE: 503, wire.INTERNAL: 500}
+
+# Triton's own words for a model that went away under the request: a dead Python-backend
+# stub ("Stub process '...' is not healthy."), a model unloading, a server shutting down,
+# a model it no longer knows.  Triton's errors carry no kind, some come with a status
+# that blames the request (a dead stub's is a 400) and inside a stream none has a
+# status, so only the words tell that these are the server's fault: 503, retry elsewhere.
+_TRITON_MODEL_GONE = ("is not healthy", "is unloading", "shutting down", "unknown model")
 
 
-def classify_model_error(message: str) -> TritonError:
-    """A request error that the model sent inside a stream, as a TritonError.
+def model_error(message: str, status: int = 500) -> TritonError:
+    """An error that Triton answered a request with, as a TritonError.
 
-    Triton passes a decoupled model's errors on as plain text, so the status comes from
-    the wording: the vLLM backend's messages for bad parameters (and vLLM's own) say
-    "invalid", "must be", "not supported", or name the context length.
+    The vLLM backend's errors carry their kind, which gives the status.  Triton's own
+    get `status`, what the transport said (none inside a stream: 500), unless their
+    words say the model went away.
     """
-    if model_cannot_serve(message):
-        return TritonError(message, 503)
+    kind, text = wire.read_error_kind(message)
+    if kind is not None:
+        return TritonError(text, KIND_STATUS[kind])
     lowered = message.lower()
-    status = 400 if ("invalid" in lowered or "unexpected" in lowered or "must be" in lowered
-                     or "not supported" in lowered or "maximum context" in lowered) else 500
+    if any(words in lowered for words in _TRITON_MODEL_GONE):
+        return TritonError(message, 503)
     return TritonError(message, status)
 
 

@@ -21,8 +21,7 @@ from .client import (
     ModelInfo,
     Tensor,
     TritonError,
-    classify_model_error,
-    model_cannot_serve,
+    model_error,
 )
 from .vllm_contract import ABORT_PARAMETER
 
@@ -43,9 +42,8 @@ _UNAVAILABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCE
 def _rpc_error(err: grpc.RpcError) -> TritonError:
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
-    status = (503 if code in _UNAVAILABLE_CODES or model_cannot_serve(details or "")
-              else 400 if code in _CLIENT_CODES else 500)
-    return TritonError(f"Triton: {details}", status)
+    return model_error(details or "", 503 if code in _UNAVAILABLE_CODES
+                       else 400 if code in _CLIENT_CODES else 500)
 
 
 def _is_final(infer_response) -> bool:
@@ -118,7 +116,7 @@ class GrpcTritonClient:
             async for reply in call:
                 if reply.error_message:
                     ended = True
-                    raise classify_model_error(reply.error_message)
+                    raise model_error(reply.error_message)
                 resp = reply.infer_response
                 out = {}
                 for i, tensor in enumerate(resp.outputs):

@@ -30,8 +30,7 @@ from .client import (
     Tensor,
     TritonError,
     Values,
-    classify_model_error,
-    model_cannot_serve,
+    model_error,
 )
 from .vllm_contract import ABORT_PARAMETER
 
@@ -185,10 +184,8 @@ def _error_message(body: bytes) -> str:
 
 
 def _status_error(status: int, body: bytes) -> TritonError:
-    message = f"Triton: {_error_message(body)}"
-    if status == 503 or model_cannot_serve(message):
-        return TritonError(message, 503)
-    return TritonError(message, 400 if 400 <= status < 500 else 500)
+    return model_error(_error_message(body),
+                       503 if status == 503 else 400 if 400 <= status < 500 else 500)
 
 
 class HttpTritonClient:
@@ -355,7 +352,7 @@ class HttpTritonClient:
                     event = _decode(payload)
                     if "error" in event:
                         ended = True
-                        raise classify_model_error(str(event["error"]))
+                        raise model_error(str(event["error"]))
                     yield InferResponse({k: Values(v) for k, v in event.items()
                                          if k not in _RESPONSE_FIELDS}, False, i < last)
         except msgspec.DecodeError as err:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from .client import InferResponse, ModelInfo, Tensor, TritonError
+from .client import InferResponse, ModelInfo, Tensor, TritonError, model_error
 
 
 def bindings_available() -> bool:
@@ -65,7 +65,7 @@ class InProcessTritonClient:
         try:
             async for response in responses:
                 if response.error is not None:
-                    raise TritonError(str(response.error), 400)
+                    raise model_error(str(response.error), 400)
                 out = {}
                 for name, value in response.outputs.items():
                     arr = np.from_dlpack(value) if not hasattr(value, "to_bytes_array") else None

@@ -1,11 +1,24 @@
-"""The names this frontend and the vLLM backend exchange: tensors, parameters, keys.
+"""The names this frontend and the vLLM backend exchange: tensors, parameters, keys,
+and the kinds of the backend's errors.
 
 The backend (`backends/vllm/triton_vllm_backend`) ships apart from this package, so the
 frontend cannot import them from it; `tests/test_wire_contract.py` reads both sides and
 fails when they disagree.
+
+Error kinds.  Triton passes a decoupled model's error on as text alone: an `{"error":
+...}` event or body of its generate endpoints (a 400 whatever the error's code) and the
+`error_message` of a gRPC stream (no code at all).  So the backend (errors.py) leads every
+error's text with its kind in brackets, which a person reading the message understands
+too:
+
+    [invalid_argument] sampling parameter 'max_tokens' must be an integer, got 'many'
+
+and the frontend reads the kind (`read_error_kind`), never the wording.
 """
 
 from __future__ import annotations
+
+import re
 
 # --- model discovery: model config parameters that describe a model to clients -------
 MODEL_PARAMETER = "vllm_model"  # the model's folder (or hub id): its tokenizer
@@ -18,15 +31,32 @@ POOLING = "pooling"
 # --- abort: a request whose parameter of this name holds the Triton id to stop -------
 ABORT_PARAMETER = "vllm_abort_request_id"
 
-# --- health: the phrase in the backend's errors once a model's engine died ------------
-# (health.py's DEAD_PHRASE); Triton's own for a dead Python-backend stub.
-ENGINE_DEAD_PHRASE = "cannot serve it until it is restarted"
-STUB_DEAD_PHRASE = "is not healthy"
+# --- errors: the kind that leads the text of each error the backend sends ------------
+# The request's fault: a bad sampling parameter, an unknown LoRA adapter, a prompt longer
+# than the context, anything vLLM's validation refuses.
+INVALID_ARGUMENT = "invalid_argument"
+# The model cannot serve now (its engine died, it is unloading): retry, elsewhere.
+UNAVAILABLE = "unavailable"
+# Anything else that failed in the backend or in vLLM.
+INTERNAL = "internal"
+ERROR_KINDS = frozenset({INVALID_ARGUMENT, UNAVAILABLE, INTERNAL})
+
+_KIND_TAG = re.compile(r"\[(" + "|".join(sorted(ERROR_KINDS)) + r")\] ")
+
+
+def read_error_kind(message: str) -> tuple[str | None, str]:
+    """An error's kind and its text without the tag; (None, message) for an error that
+    the backend did not send (Triton's own).  The tag is looked for anywhere, in case a
+    transport puts words of its own before the model's."""
+    tag = _KIND_TAG.search(message)
+    if tag is None:
+        return None, message
+    return tag.group(1), message[:tag.start()] + message[tag.end():]
 
 # --- sampling_parameters keys beyond vLLM's SamplingParams fields ---------------------
 LORA_NAME = "lora_name"
 STRUCTURED_OUTPUTS = "structured_outputs"
-# vLLM's scheduling priority; the backend refuses it (an "invalid" parameter, so 400)
+# vLLM's scheduling priority; the backend refuses it (an invalid argument, so 400)
 # unless the model's model.json sets "scheduling_policy": "priority".
 PRIORITY = "priority"
 # `structured_outputs` holds exactly one constraint, and options for enforcing it.
