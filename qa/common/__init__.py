@@ -2,6 +2,8 @@
 
 - `TritonServer` starts a real tritonserver (on this host, or in a container of the image
   named by `TVB_IMAGE`) on free loopback ports.
+- `ServedProcess` starts any other server (a host process or a container of an image),
+  waits for it, keeps its log and stops it; `wait_until()` waits for anything else.
 - `tiny_model_path()` makes the tiny test model once and caches it.
 - `write_model_repository()` lays out a model repository for the vLLM backend;
   `make_tiny_lora()` makes a LoRA adapter for the tiny model.
@@ -17,9 +19,11 @@ from qa.common.models import (
     write_model_repository,
     write_vllm_model,
 )
-from qa.common.tritonserver import ServerError, TritonServer, free_port
+from qa.common.served import ServedProcess, ServerError, free_port, wait_until
+from qa.common.tritonserver import TritonServer
 
 __all__ = [
+    "ServedProcess",
     "ServerError",
     "TritonServer",
     "free_port",
@@ -27,6 +31,7 @@ __all__ = [
     "series_total",
     "settled",
     "tiny_model_path",
+    "wait_until",
     "write_model_repository",
     "write_vllm_model",
 ]
