@@ -17,13 +17,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from qa.common import free_port
+from qa.common import ServedProcess
 from qa.common.docker import docker
 from tritonbuild import pins
 
@@ -94,12 +93,7 @@ def test_reports_every_pinned_version(image):
                                   "status": "info"}
 
 
-def logs(cid: str) -> str:
-    out = docker("logs", cid, check=False)
-    return (out.stdout + out.stderr)[-4000:]
-
-
-def get(url: str, data: bytes | None = None) -> tuple[int, bytes]:
+def post(url: str, data: bytes) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, data=data, timeout=30) as r:
             return r.status, r.read()
@@ -108,27 +102,15 @@ def get(url: str, data: bytes | None = None) -> tuple[int, bytes]:
 
 
 def test_server_ready_with_sample_repository(image):
-    http, openai = free_port(), free_port()
-    cid = docker("run", "-d", "--shm-size=1g", "-p", f"127.0.0.1:{http}:8000",
-                 "-p", f"127.0.0.1:{openai}:9000", image).stdout.strip()
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if get(f"http://127.0.0.1:{http}/v2/health/ready")[0] == 200:
-                break
-            running = docker("inspect", "-f", "{{.State.Running}}", cid).stdout.strip()
-            assert running == "true", "container exited:\n" + logs(cid)
-            time.sleep(2)
-        else:
-            pytest.fail(f"not ready in {READY_TIMEOUT} s:\n" + logs(cid))
-        status, body = get(f"http://127.0.0.1:{http}/v2/models/vllm_model/generate",
-                           json.dumps({"text_input": "Hello",
-                                       "parameters": {"max_tokens": 4}}).encode())
+    with ServedProcess.container("the built image's container", image,
+                                 ports={"http": 8000, "openai": 9000}) as box:
+        box.wait_http("http", "/v2/health/ready", timeout=READY_TIMEOUT, interval=2)
+        status, body = post(box.url("http") + "/v2/models/vllm_model/generate",
+                            json.dumps({"text_input": "Hello",
+                                        "parameters": {"max_tokens": 4}}).encode())
         assert status == 200 and json.loads(body)["text_output"].startswith("Hello")
-        deadline = time.monotonic() + 60  # the frontend may start after the server
-        while (status := get(f"http://127.0.0.1:{openai}/v1/models"))[0] != 200:
-            assert time.monotonic() < deadline, "the OpenAI frontend never answered"
-            time.sleep(1)
-        assert "vllm_model" in [m["id"] for m in json.loads(status[1])["data"]]
-    finally:
-        docker("rm", "-f", cid, check=False)
+        # The frontend may start after the server.
+        box.wait_http("openai", "/v1/models", timeout=60, interval=1)
+        with urllib.request.urlopen(box.url("openai") + "/v1/models", timeout=30) as r:
+            models = json.load(r)
+        assert "vllm_model" in [m["id"] for m in models["data"]]

@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from functools import partial
 
 import pytest
 
-from qa.common import free_port
+from qa.common import ServedProcess
 from qa.common.docker import docker as run_docker
 
 READY_TIMEOUT = float(os.environ.get("TVB_READY_TIMEOUT", "240"))
@@ -21,16 +17,6 @@ READY_TIMEOUT = float(os.environ.get("TVB_READY_TIMEOUT", "240"))
 
 # Image-sized operations (save, history, run) get more time than the shared default.
 docker = partial(run_docker, timeout=300)
-
-
-def http_status(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return 0
 
 
 @pytest.fixture(scope="session")
@@ -50,38 +36,29 @@ def inspect(image) -> dict:
     return json.loads(docker("image", "inspect", image).stdout)[0]
 
 
-@dataclass
 class Served:
-    cid: str
-    http: int
-    openai: int
-    started: float          # time.monotonic() just before `docker run`
-    ready_after: float      # seconds to /v2/health/ready
-    openai_after: float     # seconds to the frontend's /v1/models
+    """A container of the image with its default command; the tests remove it themselves
+    (`docker rm -f served.cid`), some after stopping it their own way."""
+
+    def __init__(self, box: ServedProcess, ready_after: float, openai_after: float):
+        self.box = box
+        self.cid, self.http, self.openai = box.cid, box.ports["http"], box.ports["openai"]
+        self.ready_after = ready_after    # seconds from `docker run` to /v2/health/ready
+        self.openai_after = openai_after  # seconds to the frontend's /v1/models
 
     def logs(self) -> str:
-        out = docker("logs", self.cid, check=False)
-        return (out.stdout + out.stderr)[-4000:]
+        return self.box.log[-4000:]
 
 
 def serve(image: str, *extra: str) -> Served:
     """`docker run` the image's default command on free ports; wait for both endpoints."""
-    http, openai = free_port(), free_port()
-    started = time.monotonic()
-    cid = docker("run", "-d", "--shm-size=1g", "-p", f"127.0.0.1:{http}:8000",
-                 "-p", f"127.0.0.1:{openai}:9000", *extra, image).stdout.strip()
-    served = Served(cid, http, openai, started, 0.0, 0.0)
+    box = ServedProcess.container("the image's container", image,
+                                  ports={"http": 8000, "openai": 9000}, docker_args=extra)
     try:
-        for attr, url in (("ready_after", f"http://127.0.0.1:{http}/v2/health/ready"),
-                          ("openai_after", f"http://127.0.0.1:{openai}/v1/models")):
-            while http_status(url) != 200:
-                state = docker("inspect", "-f", "{{.State.Running}}", cid).stdout.strip()
-                assert state == "true", "the container exited:\n" + served.logs()
-                assert time.monotonic() - started < READY_TIMEOUT, (
-                    f"{url} not answering after {READY_TIMEOUT:.0f} s:\n" + served.logs())
-                time.sleep(0.25)
-            setattr(served, attr, time.monotonic() - started)
+        ready_after = box.wait_http("http", "/v2/health/ready", timeout=READY_TIMEOUT)
+        openai_after = box.wait_http("openai", "/v1/models",
+                                     timeout=max(READY_TIMEOUT - ready_after, 1))
     except BaseException:
-        docker("rm", "-f", cid, check=False)
+        box.stop(timeout=0)
         raise
-    return served
+    return Served(box, ready_after, openai_after)

@@ -32,7 +32,8 @@ from pathlib import Path
 import pytest
 
 from qa.common import free_port
-from qa.L0_image.conftest import READY_TIMEOUT, docker, http_status
+from qa.common.served import http_status
+from qa.L0_image.conftest import READY_TIMEOUT, docker
 
 pytestmark = pytest.mark.docker
 README = Path(__file__).resolve().parents[2] / "README.md"
