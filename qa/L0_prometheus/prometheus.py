@@ -8,14 +8,12 @@ of its HTTP API.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import yaml
 
-from qa.common import free_port
+from qa.common import ServedProcess, ServerError, free_port
 
 
 class PrometheusError(RuntimeError):
@@ -48,30 +46,19 @@ class Prometheus:
         config_file = workdir / "prometheus.yml"
         config_file.write_text(yaml.safe_dump({"global": {"evaluation_interval": interval},
                                                "scrape_configs": scrape}))
-        self._log = open(workdir / "prometheus.log", "wb")
-        self.log_path = workdir / "prometheus.log"
-        # In the caller's session (a process group of its own is enough to stop it).
-        self._proc = subprocess.Popen(
+        self._server = ServedProcess.host(
+            "prometheus",
             [binary, f"--config.file={config_file}", f"--storage.tsdb.path={workdir / 'data'}",
              f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self._log, stderr=subprocess.STDOUT, process_group=0)
-        self._wait_ready()
-
-    def _wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise PrometheusError(f"prometheus exited: {self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        raise PrometheusError(f"prometheus not ready in {timeout} s: {self.log_tail()}")
+            ports={"http": self.port}, log_path=workdir / "prometheus.log", own_group=True)
+        try:
+            self._server.wait_http("http", "/-/ready", timeout=60, interval=0.3)
+        except ServerError as e:
+            self.stop()
+            raise PrometheusError(str(e)) from None
 
     def log_tail(self, chars: int = 3000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:]
+        return self._server.log[-chars:]
 
     def query(self, expr: str) -> list[dict]:
         """The instant vector `expr` evaluates to now: [{"metric": labels, "value": float}]."""
@@ -90,14 +77,7 @@ class Prometheus:
         return {t["labels"]["job"]: t["health"] for t in body["data"]["activeTargets"]}
 
     def stop(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._log.close()
+        self._server.stop(timeout=20)
 
     def __enter__(self) -> Prometheus:
         return self

@@ -11,12 +11,11 @@ import json
 import shutil
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from qa.common.tritonserver import free_port
+from qa.common.served import ServedProcess, free_port
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
 
@@ -42,16 +41,14 @@ class LocalRegistry:
             "http": {"addr": self.address},
             "auth": {"htpasswd": {"realm": "tests", "path": str(self._tmp / "htpasswd")}},
         }))
-        self._log = open(self._tmp / "registry.log", "wb")
-        self._proc = subprocess.Popen([REGISTRY_BINARY, "serve", str(self._tmp / "config.yml")],
-                                      stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while self.status("/v2/") != 401:  # up, and asking for credentials
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("docker-registry did not start:\n"
-                                   + (self._tmp / "registry.log").read_text()[-2000:])
-            time.sleep(0.2)
+        self._server = ServedProcess.host(
+            "docker-registry", [REGISTRY_BINARY, "serve", str(self._tmp / "config.yml")],
+            ports={"http": self.port}, log_path=self._tmp / "registry.log")
+        try:  # up, and asking for credentials
+            self._server.wait_http("http", "/v2/", status=401, timeout=30, interval=0.2)
+        except BaseException:
+            self.stop()
+            raise
 
     def status(self, path: str, password: str | None = None) -> int:
         request = urllib.request.Request(f"http://{self.address}{path}")
@@ -82,14 +79,7 @@ class LocalRegistry:
         return folder
 
     def stop(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-        self._log.close()
+        self._server.stop(timeout=10)
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def __enter__(self) -> LocalRegistry:
