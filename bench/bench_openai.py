@@ -47,12 +47,9 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -64,8 +61,15 @@ sys.path[:0] = [str(REPO), str(REPO / "backends" / "vllm")]
 
 import httpx  # noqa: E402
 
-from qa.common import TritonServer, free_port, tiny_model_path, write_vllm_model  # noqa: E402
+from qa.common import (  # noqa: E402
+    ServedProcess,
+    TritonServer,
+    free_port,
+    tiny_model_path,
+    write_vllm_model,
+)
 from qa.common.sse import aiter_events  # noqa: E402
+from qa.L0_openai.frontend_process import FrontendProcess  # noqa: E402
 
 PROMPTS = [
     "The quick brown fox jumps over the lazy dog and",
@@ -311,31 +315,6 @@ def measure_interleaved(targets: dict[str, Target], levels: list[int], per_level
 
 # --- the servers ---------------------------------------------------------------------------
 
-def _wait_http(url: str, proc: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"{url} not ready after {timeout} s")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @dataclass
 class RunningServer:
     http_url: str
@@ -359,17 +338,9 @@ def triton_server(model_dir: Path, args):
 
 @contextmanager
 def frontend_server(triton_url: str, model_dir: Path):
-    port = free_port()
-    fe = subprocess.Popen(
-        [str(Path(sys.executable).parent / "triton-openai"), "--triton-url", triton_url,
-         "--triton-metrics-url", "", "--host", "127.0.0.1", "--port", str(port),
-         "--tokenizer", str(model_dir), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/health/ready", fe, 120)
-        yield f"http://127.0.0.1:{port}", fe.pid
-    finally:
-        _stop(fe)
+    with FrontendProcess(triton_url, "--tokenizer", str(model_dir), "--log-level",
+                         "warning") as fe:
+        yield fe.url, fe.proc.pid
 
 
 @contextmanager
@@ -377,28 +348,15 @@ def vllm_server(model_dir: Path):
     """vLLM's own OpenAI server, with the engine settings the Triton model uses."""
     port = free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-         "--served-model-name", MODEL, "--max-model-len", str(MAX_MODEL_LEN), "--seed", "0",
-         "--host", "127.0.0.1", "--port", str(port),
-         "--uvicorn-log-level", "warning"],
-        # Its own process group (for killpg), in this session: see TritonServer._start_host.
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, process_group=0)
-    try:
-        try:
-            _wait_http(f"http://127.0.0.1:{port}/health", proc, 300)
-        except RuntimeError:
-            print(proc.stderr.read().decode(errors="replace")[-3000:], file=sys.stderr)
-            raise
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(model_dir), "--served-model-name", MODEL,
+            "--max-model-len", str(MAX_MODEL_LEN), "--seed", "0",
+            "--host", "127.0.0.1", "--port", str(port), "--uvicorn-log-level", "warning"]
+    # A process group of its own: stop() signals its engine processes too.
+    with ServedProcess.host("vLLM's OpenAI server", argv, ports={"http": port}, env=env,
+                            own_group=True) as server:
+        server.wait_http("http", "/health", timeout=300, interval=0.5)
+        yield server.url("http")
 
 
 def _median(values: list[float]) -> float:

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from qa.common import free_port
-from tritonbuild.hostenv import docker_binary
+from qa.common import ServedProcess
+from qa.common.docker import DOCKER
 
 # Where the image keeps its sample model repository and the model the benchmark serves.
 MODEL_REPOSITORY = "/opt/tritonserver/model_repository"
@@ -54,7 +51,7 @@ def vllm_server_flags(model_json: dict) -> list[str]:
 
 def image_model_json(image: str, model: str = MODEL) -> dict:
     """The model.json that the image's sample repository serves `model` with."""
-    out = subprocess.run([docker_binary(), "run", "--rm", "--entrypoint", "cat", image,
+    out = subprocess.run([DOCKER, "run", "--rm", "--entrypoint", "cat", image,
                           f"{MODEL_REPOSITORY}/{model}/1/model.json"],
                          capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
@@ -67,26 +64,7 @@ class Container:
     """A started container: its id, its published ports and how long it took to be ready."""
     id: str
     urls: dict[str, str]  # "triton", "openai": http://127.0.0.1:PORT
-    ready_s: float = 0.0
-
-    def logs_tail(self, chars: int = 3000) -> str:
-        out = subprocess.run([docker_binary(), "logs", self.id], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, errors="replace")
-        return out.stdout[-chars:]
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status == 200
-    except (urllib.error.URLError, ConnectionError, OSError):
-        return False
-
-
-def _running(container_id: str) -> bool:
-    out = subprocess.run([docker_binary(), "inspect", "-f", "{{.State.Running}}", container_id],
-                         capture_output=True, text=True)
-    return out.stdout.strip() == "true"
+    ready_s: float
 
 
 @contextmanager
@@ -94,39 +72,25 @@ def run_container(image: str, kind: str, model_json: dict, *, docker_args=(),
                   timeout: float = 600):
     """Start the `kind` ("ours" or "vllm") container of `image`, wait until it is ready,
     yield it, and remove it afterwards."""
-    ports = {"triton": free_port(), "openai": free_port()}
-    cmd = [docker_binary(), "run", "-d", "--shm-size=1g", *docker_args,
-           "-p", f"127.0.0.1:{ports['openai']}:{OPENAI_PORT}"]
     if kind == "ours":
-        cmd += ["-p", f"127.0.0.1:{ports['triton']}:{TRITON_HTTP_PORT}", image]
+        ports = {"triton": TRITON_HTTP_PORT, "openai": OPENAI_PORT}
+        command = []
         checks = {"triton": "/v2/health/ready", "openai": "/health/ready"}
     elif kind == "vllm":
-        cmd += [image, "python", "-m", "vllm.entrypoints.openai.api_server",
-                *vllm_server_flags(model_json), "--served-model-name", MODEL,
-                "--host", "0.0.0.0", "--port", str(OPENAI_PORT), "--uvicorn-log-level", "warning"]
+        ports = {"openai": OPENAI_PORT}
+        command = ["python", "-m", "vllm.entrypoints.openai.api_server",
+                   *vllm_server_flags(model_json), "--served-model-name", MODEL,
+                   "--host", "0.0.0.0", "--port", str(OPENAI_PORT),
+                   "--uvicorn-log-level", "warning"]
         checks = {"openai": "/health"}
     else:
         raise ValueError(f"unknown container kind {kind!r}")
-    urls = {name: f"http://127.0.0.1:{ports[name]}" for name in checks}
-    start = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if out.returncode != 0:
-        raise RuntimeError(f"docker run failed: {out.stderr.strip()}")
-    container = Container(out.stdout.strip(), urls)
+    box = ServedProcess.container(f"the {kind} container", image, ports=ports,
+                                  docker_args=docker_args, command=command)
     try:
-        pending = dict(checks)
-        while pending:
-            if time.perf_counter() - start > timeout:
-                raise RuntimeError(f"{kind} not ready after {timeout:.0f} s:\n"
-                                   f"{container.logs_tail()}")
-            if not _running(container.id):
-                raise RuntimeError(f"{kind} container exited:\n{container.logs_tail()}")
-            for name, path in list(pending.items()):
-                if _ready(urls[name] + path):
-                    del pending[name]
-            if pending:
-                time.sleep(0.25)
-        container.ready_s = time.perf_counter() - start
-        yield container
+        ready_s = 0.0
+        for name, path in checks.items():
+            ready_s = box.wait_http(name, path, timeout=max(timeout - ready_s, 1))
+        yield Container(box.cid, {name: box.url(name) for name in ports}, ready_s)
     finally:
-        subprocess.run([docker_binary(), "rm", "-f", container.id], capture_output=True)
+        box.stop(timeout=0)  # measured already: no need to wait for a graceful exit
