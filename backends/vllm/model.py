@@ -72,6 +72,9 @@ def _version_dir_of_stub() -> Path | None:
 
 
 class TritonPythonModel:
+    # The backend's own error and engine-health series (REPORT_CUSTOM_METRICS).
+    serving_metrics = None
+
     @staticmethod
     def auto_complete_config(auto_complete_model_config):
         runner = io_spec.GENERATE
@@ -142,9 +145,10 @@ class TritonPythonModel:
             if engine_args.disable_log_stats:
                 raise ConfigError('REPORT_CUSTOM_METRICS needs vLLM\'s statistics: set '
                                   '"disable_log_stats": false in model.json')
-            from triton_vllm_backend.metrics import make_factory, series_labels
+            from triton_vllm_backend.metrics import ServingMetrics, make_factory, series_labels
             labels = series_labels(self.model_name, self.version)
             stat_factories = [make_factory(labels, self.stat_loggers, per_token_metrics)]
+            self.serving_metrics = ServingMetrics(labels, errors.KINDS)
 
         self._start_loop()
         try:
@@ -415,6 +419,8 @@ class TritonPythonModel:
         """Answer a request with an error: every error the backend sends goes through
         here, tagged with its kind (errors.py), which clients read instead of the words."""
         error = errors.triton_error(pb_utils, kind, message)
+        if self.serving_metrics is not None:
+            self.serving_metrics.error(kind)
         sender.send(pb_utils.InferenceResponse(error=error),
                     flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
@@ -443,6 +449,8 @@ class TritonPythonModel:
         if self._death_handled:
             return
         self._death_handled = True
+        if self.serving_metrics is not None:
+            self.serving_metrics.engine_died()
         self._death = error
         self.logger.log_error(f"[vllm] the engine of {self.model_name} died ({error!r}): "
                               f"answering UNAVAILABLE from now on")
@@ -470,6 +478,9 @@ class TritonPythonModel:
                 pass
             engine.shutdown()
             self.engine = None
+        if getattr(self, "serving_metrics", None) is not None:
+            self.serving_metrics.close()
+            self.serving_metrics = None
         for logger in getattr(self, "stat_loggers", []):
             logger.finalize()
         self.stat_loggers = []

@@ -279,3 +279,36 @@ def test_the_finish_reasons_are_vllms(metrics):
     [strings] = [ast.literal_eval(n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign)
                  and getattr(n.targets[0], "id", None) == "FINISH_REASON_STRINGS"]
     assert metrics.FINISH_REASONS == strings
+
+
+KINDS = ("internal", "invalid_argument", "unavailable")
+
+
+def test_every_error_kind_has_a_series_at_zero_and_the_engine_starts_alive(metrics):
+    metrics.ServingMetrics(LABELS, KINDS)
+    errors = pb.MetricFamily.made[metrics.ERRORS_SERIES]
+    assert errors.kind == pb.MetricFamily.COUNTER
+    assert sorted(m.labels.pop("kind") for m in errors.metrics) == list(KINDS)
+    assert all(m.labels == LABELS and m.calls == [] for m in errors.metrics)
+    assert calls(metrics.HEALTHY_SERIES) == [("set", 1)]
+    assert calls(metrics.DEATHS_SERIES) == []
+
+
+def test_an_error_is_one_increment_of_its_kind_and_a_death_is_told_once(metrics):
+    serving = metrics.ServingMetrics(LABELS, KINDS)
+    serving.error("unavailable")
+    serving.error("unavailable")
+    serving.error("invalid_argument")
+    serving.engine_died()
+    by_kind = {m.labels["kind"]: m.calls for m in pb.MetricFamily.made[metrics.ERRORS_SERIES].metrics}
+    assert by_kind == {"unavailable": [("increment", 1)] * 2,
+                       "invalid_argument": [("increment", 1)], "internal": []}
+    assert calls(metrics.HEALTHY_SERIES) == [("set", 1), ("set", 0)]
+    assert calls(metrics.DEATHS_SERIES) == [("increment", 1)]
+
+
+def test_the_backends_own_series_are_not_in_vllms_namespace(metrics):
+    # vLLM's server has no such series: a dashboard written for it must not mistake them.
+    theirs = vllm_server_series(2048)
+    for name in (metrics.ERRORS_SERIES, metrics.HEALTHY_SERIES, metrics.DEATHS_SERIES):
+        assert not name.startswith("vllm:") and name not in theirs

@@ -430,6 +430,40 @@ def test_a_dead_engine_ends_every_stream_in_flight_with_unavailable(serve, model
                for q in requests)
 
 
+class CountingMetrics:  # metrics.ServingMetrics, as model.py calls it
+    def __init__(self):
+        self.errors: list[str] = []
+        self.deaths = 0
+
+    def error(self, kind):
+        self.errors.append(kind)
+
+    def engine_died(self):
+        self.deaths += 1
+
+    def close(self):
+        self.closed = True
+
+
+def test_every_error_answered_and_the_engines_death_are_counted(serve):
+    engine = FakeEngine(steps=("He",), hold=True)
+    model = serve(engine)
+    model.serving_metrics = counted = CountingMetrics()
+    bad = generate_request(sampling_parameters=text('{"tempreature": 1}'))
+    model.execute([bad])
+    bad.sender.wait()
+    assert counted.errors == ["invalid_argument"]
+    running = [generate_request(request_id=f"r{i}") for i in range(2)]
+    model.execute(running)
+    assert engine.running.wait(5)
+    engine.die()
+    for request in running:
+        request.sender.wait()
+    engine.raise_in_flight(model._loop)  # the held generations end
+    assert counted.errors == ["invalid_argument", "unavailable", "unavailable"]
+    assert counted.deaths == 1
+
+
 def test_after_the_engine_died_requests_and_health_checks_get_unavailable(serve):
     engine = FakeEngine()
     model = serve(engine)

@@ -63,6 +63,10 @@ GAUGES = {"running", "waiting", "kv_cache_usage"}
 PER_TOKEN = {"tpot", "iteration_tokens"}
 # Series keyed by a label value: the update carries {label value: increment}.
 BY_REASON = "request_success"
+# The backend's own series (ServingMetrics), beside vLLM's.
+ERRORS_SERIES = "triton_vllm_request_errors_total"
+HEALTHY_SERIES = "triton_vllm_engine_healthy"
+DEATHS_SERIES = "triton_vllm_engine_deaths_total"
 # Seconds between metric flushes: far below any scrape interval, and few enough calls.
 FLUSH_INTERVAL = 0.1
 
@@ -302,6 +306,50 @@ class TritonStatLogger(StatLoggerBase):
         if self._metrics is not None:
             self._metrics.close()
             self._metrics = None
+
+
+class ServingMetrics:
+    """What the backend itself knows and vLLM's statistics do not: the requests it
+    answered with an error, by kind (errors.py), and whether its engine is alive.
+
+    vLLM counts only the requests its engine finished; one refused before it (a bad
+    parameter) or failed at once on a dead engine is in no vLLM series, and Triton
+    counts a decoupled model's error response as a success.  Without these, an error
+    ratio reads 0 while every request fails.  One metric call per error, none per token.
+    """
+
+    def __init__(self, labels: dict[str, str], kinds):
+        counter, gauge = pb_utils.MetricFamily.COUNTER, pb_utils.MetricFamily.GAUGE
+        self._families = {
+            "errors": pb_utils.MetricFamily(
+                name=ERRORS_SERIES, kind=counter,
+                description="Requests the vLLM backend answered with an error, by kind."),
+            "healthy": pb_utils.MetricFamily(
+                name=HEALTHY_SERIES, kind=gauge,
+                description="1 while the model's vLLM engine runs, 0 once it died."),
+            "deaths": pb_utils.MetricFamily(
+                name=DEATHS_SERIES, kind=counter,
+                description="Times the model's vLLM engine died."),
+        }
+        # Every kind's series exists at 0 from the start: rate() over it then reads 0.
+        self._errors = {kind: self._families["errors"].Metric(labels={**labels, "kind": kind})
+                        for kind in sorted(kinds)}
+        self._healthy = self._families["healthy"].Metric(labels=labels)
+        self._deaths = self._families["deaths"].Metric(labels=labels)
+        self._healthy.set(1)
+
+    def error(self, kind: str) -> None:
+        self._errors[kind].increment(1)
+
+    def engine_died(self) -> None:
+        self._healthy.set(0)
+        self._deaths.increment(1)
+
+    def close(self) -> None:
+        # Dropped while the stub's shared memory is still there (TritonStatLogger.finalize).
+        self._errors.clear()
+        self._healthy = self._deaths = None
+        self._families.clear()
 
 
 def series_labels(model_name: str, version: str) -> dict[str, str]:
