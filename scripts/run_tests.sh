@@ -43,9 +43,12 @@ docker image rm -f "$TVB_IMAGE_TAG" >/dev/null 2>&1 || true
 # which only pytest's pythonpath setting puts on the path.
 image_suites_text=$("$TVB_VENV/bin/python" qa/common/passes.py)
 mapfile -t image_suites <<<"$image_suites_text"
+# The image checks suite runs as qa/L0_publish's QA gate (build.py --qa --push), not twice.
+gate_suite=$("$TVB_VENV/bin/python" qa/common/passes.py --gate)
 slowest=(--durations=30)
 status=0
-"${pytest[@]}" -m "not gpu and (not image_pass or host_mode or grpc_transport)" "${slowest[@]}" || status=$?
+"${pytest[@]}" -m "not gpu and (not image_pass or host_mode or grpc_transport)" \
+    --ignore="$gate_suite" "${slowest[@]}" || status=$?
 if docker image inspect "$TVB_IMAGE_TAG" >/dev/null 2>&1; then
     echo "run_tests: the end-to-end suites against a container of $TVB_IMAGE_TAG"
     TVB_IMAGE=$TVB_IMAGE_TAG "${pytest[@]}" "${slowest[@]}" "${image_suites[@]}" || status=$?

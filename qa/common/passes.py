@@ -7,8 +7,14 @@ frontend on its own against a Triton elsewhere, which a container cannot show) a
 `grpc_transport` (OpenAI checks through the frontend's KServe gRPC client, its default
 `--triton-url`; the image's frontend talks HTTP to its Triton).
 
-    python qa/common/passes.py     # prints the suites, one a line, for run_tests.sh
-                                   # (no imports: it runs without the suites' pythonpath)
+The image checks suite, QA_GATE_SUITE, runs once too: as the QA gate of
+qa/L0_publish's `build.py --qa=L0_image --push` test, which fails on any of its failures
+and names them; the host pass leaves the suite itself out.  Run it on its own with
+`scripts/run_tests.sh qa/L0_image`.
+
+    python qa/common/passes.py          # prints the suites, one a line, for run_tests.sh
+                                        # (no imports: it runs without the suites' pythonpath)
+    python qa/common/passes.py --gate   # prints the suite the publish test's gate runs
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ IMAGE_PASS_SUITES = (
     "qa/L0_prometheus",
 )
 
+# The suite `build.py --qa=...` runs before the push in qa/L0_publish.
+QA_GATE_SUITE = "L0_image"
+
 
 def in_image_pass(relative_path: str) -> bool:
     """Whether a test file (a path relative to the repository root) is in the image pass."""
@@ -29,4 +38,5 @@ def in_image_pass(relative_path: str) -> bool:
 
 
 if __name__ == "__main__":
-    print("\n".join(IMAGE_PASS_SUITES))
+    import sys
+    print(f"qa/{QA_GATE_SUITE}" if sys.argv[1:] == ["--gate"] else "\n".join(IMAGE_PASS_SUITES))

@@ -34,3 +34,16 @@ def test_the_list_prints_without_the_suites_pythonpath():
     out = subprocess.run([sys.executable, "qa/common/passes.py"], cwd=REPO, env={},
                          capture_output=True, text=True, check=True).stdout
     assert out.split() == list(IMAGE_PASS_SUITES)
+
+
+def test_the_gate_suite_is_one_build_py_runs_and_not_an_image_pass_suite():
+    """The host pass leaves it out because qa/L0_publish runs it as build.py's QA gate."""
+    from qa.common.passes import QA_GATE_SUITE
+    from tritonbuild.release.plan import QA_SUITES
+    assert QA_GATE_SUITE in QA_SUITES and (REPO / "qa" / QA_GATE_SUITE).is_dir()
+    assert not in_image_pass(f"qa/{QA_GATE_SUITE}")
+    out = subprocess.run([sys.executable, "qa/common/passes.py", "--gate"], cwd=REPO, env={},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"qa/{QA_GATE_SUITE}"
+    script = (REPO / "scripts/run_tests.sh").read_text()
+    assert '--ignore="$gate_suite"' in script and "passes.py --gate" in script
