@@ -39,10 +39,12 @@ STREAMS = 6
 MAX_TOKENS = 48
 # Figures that the load makes move: their rate must be above 0.  Not Triton's failure
 # counter: Triton counts a decoupled model's error response as a success (measured: the
-# refused requests below left nv_inference_request_failure at 0), so its panel and the
-# error-ratio alert read 0 here, and see only requests Triton itself fails.
+# refused requests below left nv_inference_request_failure at 0); the backend's own error
+# counter sees them (kind invalid_argument, which the error ratio leaves out as the
+# client's fault).  The engine's health gauge reads 1.
 POSITIVE = {"dashboard: Generation tokens/s", "dashboard: Prompt tokens/s",
-            "dashboard: Finished requests/s by reason"}
+            "dashboard: Finished requests/s by reason", "dashboard: Backend errors/s by kind",
+            "dashboard: Engine alive"}
 # Needs kube-state-metrics, which a cluster has and a container does not: evaluated (the
 # expression must be valid), no series expected.
 CLUSTER_ONLY = {"alert: TritonPodNotReady", "alert signal: TritonPodNotReady",
@@ -73,8 +75,8 @@ async def _chat_load(url: str, seconds: float, latencies: list[tuple[float, floa
 
 
 def _refused_requests(http_url: str, n: int = 3) -> None:
-    """Requests the backend answers with an error (a bad sampling parameter): Triton's
-    failure counter and the error ratio then have something to show."""
+    """Requests the backend answers with an error (a bad sampling parameter): the
+    backend's error counter then has something to show."""
     for _ in range(n):
         r = httpx.post(f"{http_url}/v2/models/{MODEL}/generate", timeout=60,
                        json={"text_input": "x", "parameters": {"temperature": -1}})
