@@ -116,27 +116,23 @@ def test_parse_logprobs_shapes():
     assert a[0].top == b[0].top == [("y", -2.0)]
 
 
-@pytest.mark.parametrize("url, repo, inproc, have, expected", [
-    ("localhost:8001", None, False, False, "grpc"),
-    ("localhost:8001", None, False, True, "grpc"),
-    ("grpc://triton:8001", None, False, False, "grpc"),
-    ("http://triton:8000", None, False, False, "http"),
-    (None, "/models", True, True, "inprocess"),
+@pytest.mark.parametrize("url, expected", [
+    ("localhost:8001", "grpc"),
+    ("grpc://triton:8001", "grpc"),
+    ("http://triton:8000", "http"),
 ])
-def test_choose_client_kind(url, repo, inproc, have, expected):
-    assert choose_client_kind(url, repo, inproc, have) == expected
+def test_choose_client_kind(url, expected):
+    assert choose_client_kind(url) == expected
 
 
-@pytest.mark.parametrize("url, repo, inproc, have", [
-    (None, "/models", True, False),  # bindings missing
-    (None, None, True, True),  # no repository
-    (None, None, False, False),  # nothing to talk to
-    ("https://triton:8000", None, False, False),  # no TLS
-    ("unix:///tmp/triton.sock", None, False, False),
+@pytest.mark.parametrize("url", [
+    None,  # nothing to talk to
+    "https://triton:8000",  # no TLS
+    "unix:///tmp/triton.sock",
 ])
-def test_choose_client_kind_errors(url, repo, inproc, have):
+def test_choose_client_kind_errors(url):
     with pytest.raises(ClientSelectionError):
-        choose_client_kind(url, repo, inproc, have)
+        choose_client_kind(url)
 
 
 # --- the gRPC client against an in-process fake of Triton's stream endpoint -------------

@@ -39,7 +39,7 @@ from .triton import TritonClient, create_client
 def build_app(config: FrontendConfig, client: TritonClient | None = None) -> FastAPI:
     """A ready-to-serve app; `client` replaces the Triton connection (tests pass fakes)."""
     if client is None:
-        client = create_client(config.triton_url, config.model_repository, config.in_process)
+        client = create_client(config.triton_url)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -98,10 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="responses kept in memory for GET /v1/responses/{id} and "
                         "previous_response_id, least recently used dropped first; 0 keeps none "
                         "(default: %(default)s)")
-    p.add_argument("--in-process", action="store_true",
-                   help="serve --model-repository with Triton's in-process Python bindings "
-                        "instead of connecting to --triton-url (needs libtritonserver.so)")
-    p.add_argument("--model-repository", default=d.model_repository, help="model repository for --in-process")
     return p
 
 
@@ -121,8 +117,7 @@ def config_from_args(args: argparse.Namespace) -> FrontendConfig:
         max_request_bytes=args.max_request_bytes, log_format=args.log_format,
         tool_call_parser=args.tool_call_parser, reasoning_parser=args.reasoning_parser,
         generation_config=args.generation_config, compact_json=args.compact_json,
-        model_repository=args.model_repository,
-        in_process=args.in_process, shutdown_timeout=args.shutdown_timeout,
+        shutdown_timeout=args.shutdown_timeout,
         keep_alive_timeout=args.timeout_keep_alive,
         responses_store_size=args.responses_store_size)
 

@@ -28,8 +28,6 @@ class FrontendConfig:
     compact_json: bool = False
     # How many responses /v1/responses keeps for GET and previous_response_id (LRU).
     responses_store_size: int = 1000
-    model_repository: str | None = None
-    in_process: bool = False
     # Seconds that in-flight streams get to finish on shutdown.
     shutdown_timeout: float = 30.0
     # Seconds an idle keep-alive connection stays open.  Longer than the idle expiry of

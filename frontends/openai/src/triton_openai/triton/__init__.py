@@ -2,10 +2,9 @@
 
 Everything above this package sees one narrow interface, :class:`TritonClient`
 (`client.py`): server readiness, the model index with each model's config
-parameters, and one streaming inference call.  Three implementations exist: KServe
-gRPC to a tritonserver anywhere (`grpc_client.py`, the default), Triton's HTTP
-generate_stream (`http_client.py`, cheaper per streamed token) and Triton's in-process
-Python bindings (`inprocess.py`, used only where they are installed).
+parameters, and one streaming inference call.  Two implementations exist: KServe
+gRPC to a tritonserver anywhere (`grpc_client.py`, the default) and Triton's HTTP
+generate_stream (`http_client.py`, cheaper per streamed token).
 `vllm_io.py` turns generation requests into the vLLM backend's tensors and back.
 """
 
