@@ -104,9 +104,12 @@ def loaded(tmp_path_factory):
             load = threading.Thread(target=lambda: asyncio.run(
                 _chat_load(server.openai_url, LOAD_SECONDS, latencies)))
             load.start()
+            # Halfway, when Prometheus has scraped the counters at 0 for a while: a rate
+            # needs a sample from before the increase.
+            load.join(LOAD_SECONDS / 2)
             _refused_requests(server.http_url)
             # Queried while the streams still run, so that the gauges read them.
-            load.join(LOAD_SECONDS - 8)
+            load.join(LOAD_SECONDS / 2 - 8)
             assert load.is_alive(), "the load ended early"
             yield prom, latencies, server
             load.join(180)
