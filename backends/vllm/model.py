@@ -478,7 +478,7 @@ class TritonPythonModel:
                 pass
             engine.shutdown()
             self.engine = None
-        if getattr(self, "serving_metrics", None) is not None:
+        if self.serving_metrics is not None:
             self.serving_metrics.close()
             self.serving_metrics = None
         for logger in getattr(self, "stat_loggers", []):
