@@ -157,11 +157,14 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
         for stream in streams:
             assert all(end.startswith("finished") for _, _, end in stream.ends), (
                 f"a stream failed before the kill: {stream.ends}\n{served.logs()}")
-        # Still producing when the kill lands (a process starved on 2 cores can be late).
+        # Still producing when the kill lands: a process starved on 2 cores can stall for
+        # seconds (seen: over 5 s in a full run), and a kill between two tokens of every
+        # stream proves less.
         counts = sum(s.events for s in streams)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while sum(s.events for s in streams) == counts:
-            assert time.monotonic() < deadline, "the streams stalled before the kill"
+            assert time.monotonic() < deadline, (
+                f"the streams stalled for 30 s before the kill\n{served.logs()}")
             time.sleep(0.01)
         killed = time.monotonic()
         for pid in pids:
