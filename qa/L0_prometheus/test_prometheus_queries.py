@@ -90,7 +90,7 @@ def loaded(tmp_path_factory):
     root = tmp_path_factory.mktemp("prometheus")
     (root / "unused").mkdir()
     # The image's own sample repository, as the chart serves it by default: its model
-    # reports vLLM's metrics, and starts from the compile cache the build made.
+    # reports vLLM's metrics.
     # A start takes about 30 s; a 2-core machine shared with other builds took up to 10 min.
     with TritonServer(root / "unused", env={"MODEL_REPOSITORY": SAMPLE_REPOSITORY},
                       timeout=900) as server:

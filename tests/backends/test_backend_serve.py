@@ -16,7 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_MODEL = "/opt/models/tiny-llama"     # where the image makes the sample model
 SAMPLES = {
     "vllm_model": [SAMPLE_MODEL, "--served-model-name", "vllm_model", "--max-model-len", "2048",
-                   "--enable-prefix-caching"],
+                   "--enable-prefix-caching", "--enforce-eager"],
     "embedding_model": ["sentence-transformers/all-MiniLM-L6-v2", "--runner", "pooling",
                         "--served-model-name", "embedding_model"],
 }

@@ -117,7 +117,6 @@ def render(plan: BuildPlan) -> Rendered:
         return env.get_template(template).render(ctx, component=part)
 
     ctx["project_steps"] = [own(p, t) for p in parts for t in p.project_steps()]
-    ctx["user_steps"] = [own(p, t) for p in parts for t in p.user_steps()]
     body = [own(p, s.template) for p in parts for s in p.stages()]
     body.append(env.get_template("common/runtime.j2").render(ctx))
     dockerfile = env.get_template("Dockerfile.j2").render(ctx, stages="\n".join(body))

@@ -90,19 +90,3 @@ def test_the_model_watch_runs_beside_every_server_with_an_http_endpoint(plan_for
     assert 'kill -KILL "$triton_pid"' in entrypoint
     assert [s.title for s in hook(plan_for("--endpoint=grpc"), "services")] == []
 
-
-def test_the_cpu_image_ships_the_sample_models_compile_cache(plan_for):
-    from tritonbuild.pipeline.components.sample_model import COMPILE_CACHE_DIR
-    cpu = render(plan_for())
-    # Made as the image's user, after the backend is in, by serving the sample model once.
-    after_user = cpu.dockerfile.split("\nUSER 1000\n", 1)[1]
-    assert "/opt/venv/bin/python /opt/triton-vllm/warm_compile_cache.py" in after_user
-    assert f"RUN install -d -o 1000 -g 1000 {COMPILE_CACHE_DIR}" in cpu.dockerfile
-    warm, _ = cpu.files["image/warm_compile_cache.py"]
-    assert f'CACHE = Path("{COMPILE_CACHE_DIR}")' in warm
-    entrypoint, _ = cpu.files["image/entrypoint.sh"]
-    assert f"seed={COMPILE_CACHE_DIR}\n" in entrypoint
-    # A GPU build has no GPU to compile on.
-    gpu = render(plan_for("--enable-gpu"))
-    assert "warm_compile_cache" not in gpu.dockerfile and COMPILE_CACHE_DIR not in gpu.dockerfile
-    assert "image/warm_compile_cache.py" not in gpu.files

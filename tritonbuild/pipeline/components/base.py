@@ -123,11 +123,6 @@ class Component:
     def project_steps(self) -> list[str]:
         return []
 
-    # Templates of final-stage steps that run as the image's user once everything is in
-    # (a warm-up that fills a cache, say); after the project steps.
-    def user_steps(self) -> list[str]:
-        return []
-
     # What this component needs in the build context.
     def context(self) -> list[ContextItem]:
         return []

@@ -6,13 +6,9 @@ import json
 from .base import Component, ContextItem, Stage
 from .tritonserver import REPOSITORY_DIR
 
-__all__ = ["SampleModel", "MODEL_DIR", "REPOSITORY_DIR", "GPU_MEMORY_UTILIZATION",
-           "COMPILE_CACHE_DIR"]
+__all__ = ["SampleModel", "MODEL_DIR", "REPOSITORY_DIR", "GPU_MEMORY_UTILIZATION"]
 
 MODEL_DIR = "/opt/models/tiny-llama"
-# vLLM's compile cache of the sample model, made at build time (CPU images: a GPU build
-# has no GPU to compile on).  Outside $HOME, which a Kubernetes pod mounts over.
-COMPILE_CACHE_DIR = "/opt/triton-vllm/vllm-cache"
 # vLLM's default takes 90 % of the GPU for one engine, which leaves no room for a second
 # model (or instance) in the same server; the sample model needs a sliver.
 GPU_MEMORY_UTILIZATION = 0.2
@@ -24,18 +20,11 @@ class SampleModel(Component):
     model_dir = MODEL_DIR
     repository_dir = REPOSITORY_DIR
 
-    @property
-    def compile_cache_dir(self) -> str | None:
-        return None if self.plan.gpu else COMPILE_CACHE_DIR
-
     def stages(self) -> list[Stage]:
         return [Stage("sample-model", "common/sample-model.j2")]
 
     def project_steps(self) -> list[str]:
         return ["common/project-model-repository.j2"]
-
-    def user_steps(self) -> list[str]:
-        return ["cpu/sample-model-compile-cache.j2"] if self.compile_cache_dir else []
 
     def context(self) -> list[ContextItem]:
         # The sample model's configuration is the project's own (model_repository/vllm_model,
@@ -44,11 +33,8 @@ class SampleModel(Component):
         items = [ContextItem("model_repository/make_tiny_model.py",
                              source=root / "make_tiny_model.py")]
         if not self.plan.gpu:
-            return items + [
-                ContextItem("sample_repository/vllm_model", source=root / "vllm_model"),
-                ContextItem("image/warm_compile_cache.py",
-                            template="image/warm_compile_cache.py.j2", executable=True),
-            ]
+            return items + [ContextItem("sample_repository/vllm_model",
+                                        source=root / "vllm_model")]
         # The GPU image's copy sets a small GPU memory share (the CPU engine sizes its
         # KV cache from VLLM_CPU_KVCACHE_SPACE instead).
         model_json = root / "vllm_model" / "1" / "model.json"

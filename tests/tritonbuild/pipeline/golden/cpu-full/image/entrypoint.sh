@@ -20,16 +20,6 @@ if [ "${1:-}" = "versions" ]; then
     exec /opt/venv/bin/python /opt/triton-vllm/report_versions.py "$@"
 fi
 
-# The sample model's compile cache, made when the image was built (CPU images), goes into
-# the cache vLLM uses where that has none yet: its first start then skips most of the
-# compile.  Only a convenience: when the cache cannot be written, vLLM compiles as usual.
-seed=/opt/triton-vllm/vllm-cache
-cache="${VLLM_CACHE_ROOT:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/vllm}"
-if [ -d "$seed/torch_compile_cache" ] && [ ! -e "$cache/torch_compile_cache" ]; then
-    { mkdir -p "$cache" && cp -R "$seed/." "$cache/"; } 2>/dev/null \
-        || echo "entrypoint: could not seed vLLM's compile cache in $cache; vLLM compiles" >&2
-fi
-
 # serve: the repository is made (and every flag checked, by vLLM's own parser) before
 # anything starts; a bad flag or model path ends here with the parser's message.
 if [ "${1:-}" = "serve" ]; then
