@@ -68,6 +68,7 @@ from qa.common import (  # noqa: E402
     tiny_model_path,
     write_vllm_model,
 )
+from qa.common.models import TEST_ENGINE_DEFAULTS  # noqa: E402
 from qa.common.sse import aiter_events  # noqa: E402
 from qa.L0_openai.frontend_process import FrontendProcess  # noqa: E402
 
@@ -351,6 +352,8 @@ def vllm_server(model_dir: Path):
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(model_dir), "--served-model-name", MODEL,
             "--max-model-len", str(MAX_MODEL_LEN), "--seed", "0",
+            # write_vllm_model's TEST_ENGINE_DEFAULTS, which the Triton model gets.
+            *(["--enforce-eager"] if TEST_ENGINE_DEFAULTS.get("enforce_eager") else []),
             "--host", "127.0.0.1", "--port", str(port), "--uvicorn-log-level", "warning"]
     # A process group of its own: stop() signals its engine processes too.
     with ServedProcess.host("vLLM's OpenAI server", argv, ports={"http": port}, env=env,

@@ -68,6 +68,11 @@ def gpu_defaults() -> dict:
     return {"gpu_memory_utilization": GPU_MEMORY_UTILIZATION}
 
 
+# Test models run eager, as the image's sample model does: compiling the tiny model costs
+# 15-35 s a start on 2 cores (on the CPU, vLLM 0.32 compiles again at every start) and
+# tests nothing of ours.  A test that wants the compile passes "enforce_eager": False.
+TEST_ENGINE_DEFAULTS = {"enforce_eager": True}
+
 CONFIG_PBTXT = """\
 backend: "vllm"
 instance_group [
@@ -94,7 +99,7 @@ def write_vllm_model(repository: Path | str, name: str, engine_args: dict, *,
     model_dir = Path(repository) / name
     version = model_dir / "1"
     version.mkdir(parents=True, exist_ok=True)
-    engine_args = {**gpu_defaults(), **engine_args}
+    engine_args = {**gpu_defaults(), **TEST_ENGINE_DEFAULTS, **engine_args}
     values = dict(published_parameters(engine_args) if publish else {})
     values.update(parameters or {})
     lines = "".join(f'parameters: {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n'
