@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from qa.common.models import TEST_ENGINE_DEFAULTS
 from qa.common.sse import iter_events
 from qa.common.tritonserver import ENGINE_ENV
 
@@ -27,8 +28,10 @@ PROMPTS = [
 
 
 def engine_args(model_path: Path) -> dict:
-    """The tiny model's engine arguments, the same for the server and the reference."""
+    """The tiny model's engine arguments, the same for the server and the reference
+    (write_vllm_model's test defaults included, so that both run eager)."""
     return {
+        **TEST_ENGINE_DEFAULTS,
         "model": str(model_path),
         "dtype": "float32",
         "max_model_len": 2048,
