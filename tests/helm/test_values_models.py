@@ -48,7 +48,7 @@ BEFORE = {
          "vllm_max_model_len": "1024", **METRICS},
         {"model": "/opt/models/tiny-llama", "disable_log_stats": False, "max_model_len": 1024,
          "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
-         "enable_prefix_caching": True})},
+         "enable_prefix_caching": True, "enforce_eager": True})},
 }
 
 
