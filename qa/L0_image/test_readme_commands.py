@@ -10,8 +10,9 @@ checks that none falls outside them:
   embedding block's vector sentence-transformers' own.  Two substitutions only, printed
   with the commands: the image name (`tritonserver-vllm:24.10-cpu`, the default build's
   tag) becomes the image under test, and the host ports 8000 and 9000 become free ones
-  (tests never take fixed ports on a shared machine).  The foreground `docker run` runs in the background here and is
-  stopped with `docker stop`, which must end it with status 0.
+  (tests never take fixed ports on a shared machine).  The foreground `docker run` runs
+  in the background here and is stopped with `docker stop`, which must end it with
+  status 0.
 - the pipeline's own: the README's first line (set-up and the default build) is the
   nightly workflow's first step, verbatim, and `scripts/run_tests.sh` is what .ci/run
   runs; tests/release check both.
