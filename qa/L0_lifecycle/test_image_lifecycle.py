@@ -5,9 +5,10 @@ the image's own entrypoint starts tritonserver and the OpenAI frontend.  Records
 prints its figures:
 
 - the image's default command on its sample model, started once for the first three tests:
-  the time from `docker run` to ready; time to first token of 16 streamed chat completions sent the moment
-  /health/ready says 200, against a second (warm) batch: the first may take at most twice
-  as long; then `docker stop` while streams are in flight on chat completions,
+  the time from `docker run` to ready; time to first token of 16 streamed chat
+  completions sent the moment /health/ready says 200, against a second (warm) batch:
+  the first may take at most twice as long; then `docker stop` while streams are in
+  flight on chat completions,
   completions and Triton's generate_stream: they finish, both processes exit within the
   grace period, and the container exits 0;
 - `docker stop` with a short grace period: every stream that cannot finish ends with an
