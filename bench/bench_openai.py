@@ -60,6 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "backends" / "vllm")]
 
 import httpx  # noqa: E402
+from image_servers import vllm_server_flags  # noqa: E402  (bench/, the script's folder)
 
 from qa.common import (  # noqa: E402
     ServedProcess,
@@ -322,6 +323,13 @@ class RunningServer:
     grpc_url: str
 
 
+def engine_args(model_dir: Path) -> dict:
+    """The engine settings of both servers: the Triton model's model.json, and vLLM's
+    server flags (image_servers.vllm_server_flags) made from the same dict."""
+    return {**TEST_ENGINE_DEFAULTS, "model": str(model_dir), "max_model_len": MAX_MODEL_LEN,
+            "seed": 0}
+
+
 @contextmanager
 def triton_server(model_dir: Path, args):
     if args.triton:
@@ -331,8 +339,7 @@ def triton_server(model_dir: Path, args):
         return
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "models"
-        write_vllm_model(repo, MODEL, {"model": str(model_dir), "max_model_len": MAX_MODEL_LEN,
-                                       "seed": 0})
+        write_vllm_model(repo, MODEL, engine_args(model_dir))
         with TritonServer(repo, mounts=[model_dir]) as triton:
             yield triton
 
@@ -350,10 +357,7 @@ def vllm_server(model_dir: Path):
     port = free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1")
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(model_dir), "--served-model-name", MODEL,
-            "--max-model-len", str(MAX_MODEL_LEN), "--seed", "0",
-            # write_vllm_model's TEST_ENGINE_DEFAULTS, which the Triton model gets.
-            *(["--enforce-eager"] if TEST_ENGINE_DEFAULTS.get("enforce_eager") else []),
+            *vllm_server_flags(engine_args(model_dir)), "--served-model-name", MODEL,
             "--host", "127.0.0.1", "--port", str(port), "--uvicorn-log-level", "warning"]
     # A process group of its own: stop() signals its engine processes too.
     with ServedProcess.host("vLLM's OpenAI server", argv, ports={"http": port}, env=env,
