@@ -333,6 +333,47 @@ def test_the_name_is_looked_up_once_and_again_after_a_failed_connect(monkeypatch
     assert err.status == 503 and "cannot reach Triton at triton.example" in err.message
 
 
+def test_connections_opened_together_share_one_lookup(monkeypatch):
+    async def main():
+        loop = asyncio.get_running_loop()
+        lookups = []
+        real = loop.getaddrinfo
+
+        async def getaddrinfo(host, port, **kw):
+            lookups.append(host)
+            await asyncio.sleep(0.05)  # every stream is waiting for it by now
+            return await real("127.0.0.1", port, **kw)
+        monkeypatch.setattr(loop, "getaddrinfo", getaddrinfo)
+        async with FakeTritonHttp([{"text_output": "a"}]) as t:
+            port = t.url.rsplit(":", 1)[1]
+            client = HttpTritonClient(f"http://triton.example:{port}")
+            await asyncio.gather(*(collect(client, request_id=f"r{i}") for i in range(8)))
+            return lookups, t.connections
+
+    lookups, connections = run(main())
+    assert lookups == ["triton.example"] and connections == 8
+
+
+def test_a_lookup_that_does_not_answer_is_named_in_the_error(monkeypatch):
+    from triton_openai.triton import http_client
+
+    async def main():
+        loop = asyncio.get_running_loop()
+
+        async def getaddrinfo(host, port, **kw):
+            await asyncio.sleep(10)
+        monkeypatch.setattr(loop, "getaddrinfo", getaddrinfo)
+        monkeypatch.setattr(http_client, "_CONNECT_TIMEOUT_S", 0.05)
+        client = HttpTritonClient("http://triton.example:8000")
+        with pytest.raises(TritonError) as err:
+            await collect(client)
+        return err.value
+
+    err = run(main())
+    assert err.status == 503 and err.message == (
+        "cannot reach Triton at triton.example:8000: no address for triton.example in 0.05 s")
+
+
 def test_lists_models_with_their_config():
     async def main():
         async with FakeTritonHttp() as t:

@@ -200,6 +200,7 @@ class HttpTritonClient:
         self._idle: list[_Connection] = []
         self._aborts = AbortTasks()
         self._address: tuple | None = None  # (family, sockaddr) Triton's name resolved to
+        self._lookup: asyncio.Future | None = None  # the lookup under way, if any
 
     async def _resolve(self) -> tuple:
         """Triton's address, looked up once and kept until a connection to it fails.
@@ -207,20 +208,35 @@ class HttpTritonClient:
         A lookup per connection costs a DNS round trip each time the pool grows, and
         on a busy node the resolver (Docker's embedded one, a cluster's DNS) has taken
         longer than the connect timeout: new connections then failed while the server
-        itself was answering the ones already open."""
-        if self._address is None:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                self._host, self._port, type=socket.SOCK_STREAM)
-            if not infos:
-                raise OSError(f"{self._host} has no address")
-            family, _, _, _, sockaddr = infos[0]
-            self._address = (family, sockaddr)
-        return self._address
+        itself was answering the ones already open.  Connections opened together share
+        one lookup rather than queueing one each on the executor's few threads."""
+        if self._address is not None:
+            return self._address
+        if self._lookup is None:
+            self._lookup = asyncio.ensure_future(self._look_up())
+            self._lookup.add_done_callback(self._lookup_done)
+        return await asyncio.shield(self._lookup)
+
+    async def _look_up(self) -> tuple:
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            self._host, self._port, type=socket.SOCK_STREAM)
+        if not infos:
+            raise OSError(f"{self._host} has no address")
+        family, _, _, _, sockaddr = infos[0]
+        return family, sockaddr
+
+    def _lookup_done(self, lookup: asyncio.Future) -> None:
+        self._lookup = None
+        if not lookup.cancelled() and lookup.exception() is None:
+            self._address = lookup.result()
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
+        # What was being waited for when the time ran out: the message says which.
+        step = f"no address for {self._host} in {_CONNECT_TIMEOUT_S:g} s"
         try:
             family, sockaddr = await asyncio.wait_for(self._resolve(), _CONNECT_TIMEOUT_S)
+            step = f"no connection to {sockaddr[0]} in {_CONNECT_TIMEOUT_S:g} s"
             sock = socket.socket(family, socket.SOCK_STREAM)
             sock.setblocking(False)
             try:
@@ -232,7 +248,7 @@ class HttpTritonClient:
                 raise
         except (TimeoutError, OSError) as err:
             self._address = None  # looked up again next time: the Service may have moved
-            why = str(err) or f"no answer in {_CONNECT_TIMEOUT_S:g} s"
+            why = str(err) or step
             raise TritonError(f"cannot reach Triton at {self._host}:{self._port}: {why}",
                               503) from None
         return conn
