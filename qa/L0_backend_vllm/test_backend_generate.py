@@ -497,7 +497,11 @@ def test_vllm_metrics_with_model_and_version_labels(server):
                   "vllm:request_inference_time_seconds", "vllm:request_prefill_time_seconds",
                   "vllm:request_decode_time_seconds", "vllm:request_prompt_tokens",
                   "vllm:request_generation_tokens", "vllm:request_params_n",
-                  "vllm:iteration_tokens_total"]
+                  "vllm:request_max_num_generation_tokens", "vllm:request_params_max_tokens",
+                  "vllm:request_num_preemptions", "vllm:request_prefill_kv_computed_tokens"]
+    # Per token and per engine step: the counters a histogram is read as, pushed in
+    # batches, with `le` as vLLM's server writes it.
+    batched = ["vllm:inter_token_latency_seconds", "vllm:iteration_tokens_total"]
     assert _wait_for(lambda: _metric(server, "vllm:request_params_n_count") > 0, timeout=10)
     text = httpx.get(server.metrics_url).text
     for name in counters:
@@ -510,6 +514,16 @@ def test_vllm_metrics_with_model_and_version_labels(server):
         assert metric_type(text, name) == "histogram", name
         assert series_total(text, f"{name}_count", **labels) > 0, name
         assert series_total(text, f"{name}_bucket", **labels, le="+Inf") > 0, name
+    assert _wait_for(lambda: _metric(server, "vllm:inter_token_latency_seconds_count") > 0,
+                     timeout=10)
+    text = httpx.get(server.metrics_url).text
+    for name in batched:
+        for part in ("bucket", "sum", "count"):
+            assert metric_type(text, f"{name}_{part}") == "counter", (name, part)
+        assert series_total(text, f"{name}_count", **labels) > 0, name
+        assert series_total(text, f"{name}_bucket", **labels, le="+Inf") == \
+            series_total(text, f"{name}_count", **labels), name
+        assert samples(text, f"{name}_bucket", **labels, le="1.0"), name
     # Two choices were asked for at least once.
     assert _metric(server, "vllm:request_params_n_sum") >= 2
     # Each finish reason has its series from the start; both choices ran to max_tokens.
@@ -525,8 +539,13 @@ def test_per_token_histogram_counts_every_gap_between_tokens(server):
     """REPORT_PER_TOKEN_METRICS: one observation per token after the first, exactly."""
     per_token = "vllm:time_per_output_token_seconds_count"
     per_request = "vllm:request_time_per_output_token_seconds_count"
-    tokens_before, requests_before = _settled(server, per_token), _settled(server, per_request)
+    batched = "vllm:inter_token_latency_seconds_count"  # the same gaps, on by default
+    names = (per_request, per_token, batched)
+    # Batched values go out up to a second late: read twice more than a second apart.
+    before = [_settled(server, per_request), _settled(server, per_token),
+              settled(lambda: _metric(server, batched), batched, interval=1.2, tries=20)]
     _json(generate(server, MODEL, PROMPTS[0], {"max_tokens": 8, "ignore_eos": True}))
-    assert _wait_for(lambda: (_metric(server, per_request), _metric(server, per_token))
-                     == (requests_before + 1, tokens_before + 7), timeout=10), (
-        _metric(server, per_request) - requests_before, _metric(server, per_token) - tokens_before)
+
+    def counted():
+        return [_metric(server, name) - b for name, b in zip(names, before, strict=True)]
+    assert _wait_for(lambda: counted() == [1, 7, 7], timeout=10), counted()

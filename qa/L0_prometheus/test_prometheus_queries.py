@@ -139,7 +139,7 @@ def test_every_chart_expression_returns_plausible_series(loaded):
     longest_ttft = max(ttft for ttft, _ in latencies)
     bounds = {name: _bound(prom, f"vllm:{name}_seconds", longest_ttft if name.startswith(
         "time_to_first") else longest) for name in (
-        "time_to_first_token", "request_time_per_output_token", "e2e_request_latency",
+        "time_to_first_token", "inter_token_latency", "e2e_request_latency",
         "request_queue_time")}
     report, problems = [], []
     for q in promql.chart_queries():

@@ -70,6 +70,25 @@ class Iteration:  # vLLM's IterationStats
 
 
 @dataclass
+class NewerFinished(Finished):  # vLLM 0.32's FinishedRequestStats adds these
+    num_preemptions: int = 0
+    max_tokens_param: int | None = None
+    num_cached_tokens: int = 0
+
+
+@dataclass
+class PromptTokens:  # vLLM 0.32's PromptTokenStats
+    computed: int = 0
+    cached_tokens: int = 0
+
+
+@dataclass
+class NewerIteration(Iteration):
+    max_num_generation_tokens_iter: list = field(default_factory=list)
+    prompt_token_stats: PromptTokens = field(default_factory=PromptTokens)
+
+
+@dataclass
 class PrefixCache:  # vLLM's PrefixCacheStats
     queries: int = 0
     hits: int = 0
@@ -158,7 +177,8 @@ def test_every_series_carries_model_name_beside_model_and_version(metrics):
     metrics.TritonMetrics(metrics.series_labels("m", 1), 2048, per_token=True)
     for family in pb.MetricFamily.made.values():
         for metric in family.metrics:
-            assert {k: v for k, v in metric.labels.items() if k != "finished_reason"} == LABELS
+            assert {k: v for k, v in metric.labels.items()
+                    if k not in ("finished_reason", "le")} == LABELS
 
 
 def test_request_success_has_a_series_per_finish_reason_before_any_request(metrics):
@@ -200,15 +220,89 @@ def test_phase_times_preemptions_and_prefix_cache_are_per_request_or_per_flush(m
     assert calls("vllm:num_preemptions_total") == [("increment", 1)]
     assert calls("vllm:prefix_cache_queries_total") == [("increment", 1600)]
     assert calls("vllm:prefix_cache_hits_total") == [("increment", 800)]
-    # The per-step histogram is opt-in with the per-token one.
-    assert "vllm:iteration_tokens_total" not in pb.MetricFamily.made
 
 
-def test_per_token_observes_each_step_in_iteration_tokens(metrics):
-    logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, per_token=True, flush_interval=0)
+def batched(name: str) -> dict:
+    """What a BatchedHistogram's counters add up to: {le: count}, sum and count."""
+    def total(series):
+        return sum(v for _, v in series.calls)
+    buckets = {m.labels["le"]: total(m) for m in pb.MetricFamily.made[f"{name}_bucket"].metrics}
+    [sum_series] = pb.MetricFamily.made[f"{name}_sum"].metrics
+    [count_series] = pb.MetricFamily.made[f"{name}_count"].metrics
+    return {"buckets": buckets, "sum": total(sum_series), "count": total(count_series)}
+
+
+def test_inter_token_latency_is_every_gap_batched_into_counters(metrics):
+    logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, flush_interval=0)
     run_requests(logger, streams=4, tokens=10)
-    # The fake's steps have no prompt_token_stats: all prompt tokens count as computed.
-    assert calls("vllm:iteration_tokens_total") == [("observe", 24)] + [("observe", 4)] * 9
+    itl = batched("vllm:inter_token_latency_seconds")
+    # 36 gaps of 4 ms, all at or below the first bound; `le` written as vLLM's server
+    # writes it.
+    assert itl["count"] == 36 and itl["sum"] == pytest.approx(0.144)
+    assert itl["buckets"]["0.01"] == 36 and itl["buckets"]["+Inf"] == 36
+    assert list(itl["buckets"])[:3] == ["0.01", "0.025", "0.05"]
+    assert "1.0" in itl["buckets"] and "1" not in itl["buckets"]
+    for family in ("bucket", "sum", "count"):
+        made = pb.MetricFamily.made[f"vllm:inter_token_latency_seconds_{family}"]
+        assert made.kind == pb.MetricFamily.COUNTER
+
+
+def test_iteration_tokens_counts_each_step_batched(metrics):
+    logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, flush_interval=0)
+    run_requests(logger, streams=4, tokens=10)
+    steps = batched("vllm:iteration_tokens_total")
+    # The fake's steps have no prompt_token_stats: all prompt tokens count as computed:
+    # 24 tokens in the first step, 4 in each of the other 9.
+    assert steps["count"] == 10 and steps["sum"] == 24 + 4 * 9
+    assert steps["buckets"]["1.0"] == 0 and steps["buckets"]["8.0"] == 9
+    assert steps["buckets"]["32.0"] == 10
+
+
+def test_a_batched_histogram_costs_calls_per_interval_not_per_value(metrics, monkeypatch):
+    monkeypatch.setattr(metrics, "BATCH_INTERVAL", 0.2)
+    logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, flush_interval=0.01)
+    started = time.monotonic()
+    while time.monotonic() - started < 0.5:
+        logger.record(None, Iteration(num_generation_tokens=16,
+                                      inter_token_latencies_iter=[0.03, 0.2] * 8))
+        time.sleep(0.001)
+    # Values that came after the last push go out when due, with no further step.
+    time.sleep(0.4)
+    family = pb.MetricFamily.made["vllm:inter_token_latency_seconds_bucket"]
+    pushes = len(pb.MetricFamily.made["vllm:inter_token_latency_seconds_count"].metrics[0].calls)
+    itl = batched("vllm:inter_token_latency_seconds")
+    assert 2 <= pushes <= 5, pushes
+    # Each push: one increment per bucket that holds values, at most every bucket.
+    assert sum(len(m.calls) for m in family.metrics) <= pushes * len(family.metrics)
+    assert itl["count"] > 1000 and itl["buckets"]["0.05"] == itl["count"] / 2
+    logger.finalize()
+
+
+def test_the_newer_per_request_series_once_a_request(metrics):
+    logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, flush_interval=0)
+    finished = [NewerFinished(0.5, 12, 7, 0.004, num_preemptions=1, max_tokens_param=7,
+                              num_cached_tokens=8),
+                NewerFinished(0.5, 12, 3, 0.004, max_tokens_param=None)]
+    logger.record(None, NewerIteration(num_generation_tokens=2, finished_requests=finished,
+                                       max_num_generation_tokens_iter=[7, 3],
+                                       prompt_token_stats=PromptTokens(computed=4,
+                                                                       cached_tokens=8)))
+    logger.finalize()
+    assert calls("vllm:request_max_num_generation_tokens") == [("observe", 7), ("observe", 3)]
+    # Only a request that set max_tokens, as vLLM's server.
+    assert calls("vllm:request_params_max_tokens") == [("observe", 7)]
+    assert calls("vllm:request_num_preemptions") == [("observe", 1), ("observe", 0)]
+    assert calls("vllm:request_prefill_kv_computed_tokens") == [("observe", 4),
+                                                                ("observe", 12)]
+    assert calls("vllm:prompt_tokens_cached_total") == [("increment", 8)]
+
+
+def test_what_an_older_vllm_does_not_count_is_left_out(metrics):
+    logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, flush_interval=0)
+    run_requests(logger, streams=2, tokens=3)
+    for name in ("vllm:request_num_preemptions", "vllm:request_prefill_kv_computed_tokens",
+                 "vllm:prompt_tokens_cached_total", "vllm:request_max_num_generation_tokens"):
+        assert calls(name) == [], name
 
 
 # --------------------------------------------- agreement with vLLM's own Prometheus logger

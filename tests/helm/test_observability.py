@@ -73,7 +73,7 @@ def test_dashboard_json_is_a_grafana_dashboard_of_prometheus_panels():
 def test_dashboard_covers_what_operators_watch():
     exprs = " ".join(expr for _, expr in promql.dashboard_exprs())
     for series in ("vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_bucket",
-                   "vllm:request_time_per_output_token_seconds_bucket",
+                   "vllm:inter_token_latency_seconds_bucket",
                    "vllm:e2e_request_latency_seconds_bucket",
                    "vllm:request_queue_time_seconds_bucket", "vllm:num_requests_waiting",
                    "vllm:kv_cache_usage_perc", "vllm:num_preemptions_total",

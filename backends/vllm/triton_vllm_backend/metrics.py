@@ -14,21 +14,26 @@ CPU on both sides), so what is updated, and how often, is the cost:
   into one update: per-step series cost a bounded number of calls a second however fast
   the engine steps.  Gauges are set only when their value changed; counters get one
   increment per flush.
-- Histograms take one value per call, so a per-token histogram costs a round trip per
-  generated token: measured, a third of the serving CPU per streamed token.  The default
-  set is per request (`vllm:request_time_per_output_token_seconds` is each request's
-  mean, as vLLM's own server reports it); the per-token inter-token latency histogram,
-  `vllm:time_per_output_token_seconds`, and the per-step `vllm:iteration_tokens_total`
-  (one value per engine step: one per token for a lone stream) are opt-in (`per_token`).
+- A Triton histogram takes one value per call, so a per-token histogram made of one costs
+  a round trip per generated token: measured, a third of the serving CPU per streamed
+  token.  Per-request histograms are Triton histograms.  The per-token inter-token
+  latency (`vllm:inter_token_latency_seconds`) and the per-step
+  `vllm:iteration_tokens_total` are BatchedHistograms: the counters Prometheus reads a
+  histogram as, pushed at most once every BATCH_INTERVAL, so they cost a bounded number
+  of calls a second too.  NVIDIA's vLLM backend's per-token histogram,
+  `vllm:time_per_output_token_seconds`, a Triton histogram, stays opt-in (`per_token`).
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 import queue
 import threading
 import time
 
 import triton_python_backend_utils as pb_utils
+from prometheus_client.utils import floatToGoString
 from vllm.v1.metrics.loggers import StatLoggerBase
 
 # Bucket bounds as vLLM's own Prometheus logger uses them (seconds, tokens).
@@ -40,6 +45,7 @@ REQUEST_LATENCY_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 2
                            40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0]
 ITERATION_TOKENS_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 N_BUCKETS = [1, 2, 5, 10, 20]
+REQUEST_NUM_PREEMPTIONS_BUCKETS = [1, 2, 3, 4, 5, 10, 20]
 # vLLM's finish reasons (FINISH_REASON_STRINGS), made up front so that each series exists
 # at 0 before its first request: rate() and ratios over them then read 0, not nothing.
 # A reason a later vLLM adds gets its series at its first request.
@@ -60,7 +66,9 @@ def token_buckets(max_model_len: int) -> list[float]:
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 GAUGES = {"running", "waiting", "kv_cache_usage"}
-PER_TOKEN = {"tpot", "iteration_tokens"}
+PER_TOKEN = {"tpot"}
+# Histograms observed per token or per engine step: kept as BatchedHistograms.
+BATCHED = {"itl", "iteration_tokens"}
 # Series keyed by a label value: the update carries {label value: increment}.
 BY_REASON = "request_success"
 # The backend's own series (ServingMetrics), beside vLLM's.
@@ -69,6 +77,8 @@ HEALTHY_SERIES = "triton_vllm_engine_healthy"
 DEATHS_SERIES = "triton_vllm_engine_deaths_total"
 # Seconds between metric flushes: far below any scrape interval, and few enough calls.
 FLUSH_INTERVAL = 0.1
+# Seconds between pushes of a BatchedHistogram: each push is an increment per bucket.
+BATCH_INTERVAL = 1.0
 
 
 def specs(max_model_len: int) -> dict[str, tuple]:
@@ -93,10 +103,14 @@ def specs(max_model_len: int) -> dict[str, tuple]:
         "prefix_cache_hits": (COUNTER, "vllm:prefix_cache_hits_total",
                               "Prefix cache hits, in terms of number of cached tokens.",
                               None),
+        "prompt_tokens_cached": (COUNTER, "vllm:prompt_tokens_cached_total",
+                                 "Number of cached prompt tokens (local + external).", None),
         BY_REASON: (COUNTER, "vllm:request_success_total",
                     "Count of successfully processed requests.", None),
         "ttft": (HISTOGRAM, "vllm:time_to_first_token_seconds",
                  "Histogram of time to first token in seconds.", TTFT_BUCKETS),
+        "itl": (HISTOGRAM, "vllm:inter_token_latency_seconds",
+                "Histogram of inter-token latency in seconds.", INTER_TOKEN_BUCKETS),
         "tpot": (HISTOGRAM, "vllm:time_per_output_token_seconds",
                  "Histogram of time per output token in seconds.", INTER_TOKEN_BUCKETS),
         "request_tpot": (HISTOGRAM, "vllm:request_time_per_output_token_seconds",
@@ -123,9 +137,71 @@ def specs(max_model_len: int) -> dict[str, tuple]:
         "iteration_tokens": (HISTOGRAM, "vllm:iteration_tokens_total",
                              "Histogram of number of tokens per engine_step.",
                              ITERATION_TOKENS_BUCKETS),
+        "max_generation_per_request": (
+            HISTOGRAM, "vllm:request_max_num_generation_tokens",
+            "Histogram of maximum number of requested generation tokens.", tokens),
         "n": (HISTOGRAM, "vllm:request_params_n",
               "Histogram of the n request parameter.", N_BUCKETS),
+        "max_tokens": (HISTOGRAM, "vllm:request_params_max_tokens",
+                       "Histogram of the max_tokens request parameter.", tokens),
+        "preemptions_per_request": (
+            HISTOGRAM, "vllm:request_num_preemptions",
+            "Histogram of the number of times a request was preempted.",
+            REQUEST_NUM_PREEMPTIONS_BUCKETS),
+        "prefill_computed_per_request": (
+            HISTOGRAM, "vllm:request_prefill_kv_computed_tokens",
+            "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+            tokens),
     }
+
+
+class BatchedHistogram:
+    """A histogram kept as the counters Prometheus reads one as (`NAME_bucket` for each
+    `le`, `NAME_sum`, `NAME_count`), pushed to tritonserver in batches: a push is one
+    increment per bucket that moved, however many values fell in it.
+
+    For values that come per token or per engine step, where a Triton histogram's call per
+    value is the cost (see the module's docstring).  PromQL reads these series exactly as
+    a histogram's (histogram_quantile over the buckets, rate of the sum over the count);
+    the exposition's TYPE line says counter.  `le` is written as vLLM's server writes it
+    (prometheus_client: "0.01", "1.0", "+Inf")."""
+
+    def __init__(self, name: str, description: str, buckets: list, labels: dict[str, str]):
+        counter = pb_utils.MetricFamily.COUNTER
+        # Kept referenced: a family that is garbage-collected disappears.
+        self._families = [pb_utils.MetricFamily(name=f"{name}_{part}", description=description,
+                                                kind=counter)
+                          for part in ("bucket", "sum", "count")]
+        self._bounds = [float(b) for b in buckets]
+        self._buckets = [self._families[0].Metric(labels={**labels, "le": floatToGoString(b)})
+                         for b in [*self._bounds, math.inf]]
+        self._sum = self._families[1].Metric(labels=labels)
+        self._count = self._families[2].Metric(labels=labels)
+        self._pending = [0] * len(self._buckets)  # values per bucket, not cumulative
+        self._pending_sum = 0.0
+        self.pending = 0  # values not pushed yet
+
+    def add(self, values) -> None:
+        for value in values:
+            # A bucket counts the values at or below its bound.
+            self._pending[bisect.bisect_left(self._bounds, value)] += 1
+            self._pending_sum += value
+            self.pending += 1
+
+    def push(self) -> None:
+        if not self.pending:
+            return
+        cumulative = 0
+        for series, count in zip(self._buckets, self._pending, strict=True):
+            cumulative += count
+            if cumulative:
+                series.increment(cumulative)
+        if self._pending_sum:
+            self._sum.increment(self._pending_sum)
+        self._count.increment(cumulative)
+        self._pending = [0] * len(self._buckets)
+        self._pending_sum = 0.0
+        self.pending = 0
 
 
 class TritonMetrics:
@@ -140,8 +216,13 @@ class TritonMetrics:
         kinds = {COUNTER: pb_utils.MetricFamily.COUNTER, GAUGE: pb_utils.MetricFamily.GAUGE,
                  HISTOGRAM: pb_utils.MetricFamily.HISTOGRAM}
         self._buckets: dict[str, list | None] = {}
+        self._batched: dict[str, BatchedHistogram] = {}
+        self._last_push = time.monotonic()
         for key, (kind, name, doc, buckets) in specs(max_model_len).items():
             if key in PER_TOKEN and not per_token:
+                continue
+            if key in BATCHED:
+                self._batched[key] = BatchedHistogram(name, doc, buckets, labels)
                 continue
             self._families[key] = pb_utils.MetricFamily(name=name, description=doc,
                                                         kind=kinds[kind])
@@ -170,6 +251,9 @@ class TritonMetrics:
         """Update the series; `update` maps series keys to a value (counters, gauges), a
         list of observations (histograms) or {finish reason: count}."""
         for key, value in update.items():
+            if key in self._batched:
+                self._batched[key].add(value)
+                continue
             if key not in self.series:  # a per-token series left out
                 continue
             metric = self.series[key]
@@ -185,10 +269,25 @@ class TritonMetrics:
                     metric.observe(v)
             elif value:
                 metric.increment(value)
+        if self.batched_due() == 0:
+            self.push_batched()
+
+    def batched_due(self) -> float | None:
+        """Seconds until the BatchedHistograms' values are due out; None if none wait."""
+        if not any(h.pending for h in self._batched.values()):
+            return None
+        return max(0.0, self._last_push + BATCH_INTERVAL - time.monotonic())
+
+    def push_batched(self) -> None:
+        for histogram in self._batched.values():
+            histogram.push()
+        self._last_push = time.monotonic()
 
     def close(self) -> None:
+        self.push_batched()
         self.series.clear()
         self._families.clear()
+        self._batched.clear()
 
 
 def merge_updates(updates: list[dict]) -> dict:
@@ -232,15 +331,33 @@ def iteration_update(iteration_stats, per_token: bool) -> dict:
         "request_tpot": [r.mean_time_per_output_token for r in finished],
         "prompt_per_request": [r.num_prompt_tokens for r in finished],
         "generation_per_request": [r.num_generation_tokens for r in finished],
+        "itl": list(iteration_stats.inter_token_latencies_iter),
+        # Per request too: the most tokens one of its choices generated.
+        "max_generation_per_request": list(
+            getattr(iteration_stats, "max_num_generation_tokens_iter", ())),
+        # As vLLM's server: only requests that set max_tokens.
+        "max_tokens": [r.max_tokens_param for r in finished
+                       if getattr(r, "max_tokens_param", None)],
     }
+    # What older vLLMs (the GPU image's) do not count is left out, not reported as 0.
+    preemptions = [getattr(r, "num_preemptions", None) for r in finished]
+    if None not in preemptions:
+        update["preemptions_per_request"] = preemptions
+    cached = [getattr(r, "num_cached_tokens", None) for r in finished]
+    if None not in cached:
+        update["prefill_computed_per_request"] = [
+            r.num_prompt_tokens - max(c, 0) for r, c in zip(finished, cached, strict=True)]
+    # vLLM counts the step's computed prompt tokens (cached ones are no work).
+    prompt = getattr(iteration_stats, "prompt_token_stats", None)
+    computed = prompt.computed if prompt is not None else iteration_stats.num_prompt_tokens
+    update["iteration_tokens"] = [computed + iteration_stats.num_generation_tokens]
+    cached_prompt = getattr(prompt, "cached_tokens", None)
+    if cached_prompt is not None:
+        update["prompt_tokens_cached"] = cached_prompt
     if reasons:
         update[BY_REASON] = reasons
     if per_token:
         update["tpot"] = list(iteration_stats.inter_token_latencies_iter)
-        # vLLM counts the step's computed prompt tokens (cached ones are no work).
-        prompt = getattr(iteration_stats, "prompt_token_stats", None)
-        computed = prompt.computed if prompt is not None else iteration_stats.num_prompt_tokens
-        update["iteration_tokens"] = [computed + iteration_stats.num_generation_tokens]
     return update
 
 
@@ -282,7 +399,12 @@ class TritonStatLogger(StatLoggerBase):
 
     def _work(self):
         while True:
-            updates = [self._queue.get()]
+            try:
+                # Batched values still waiting go out when due, the engine busy or not.
+                updates = [self._queue.get(timeout=self._metrics.batched_due())]
+            except queue.Empty:
+                self._metrics.push_batched()
+                continue
             # Everything queued meanwhile goes out as one update: a busy engine makes
             # hundreds of steps a second, and each metric call is a round trip to the server.
             if updates[0] is not None:
