@@ -21,7 +21,7 @@ For the frontends, the table also gives the frontend process's own CPU time per 
 token: what the OpenAI layer costs, whichever way it reaches Triton.
 
 Image mode (`--image IMAGE`) measures containers of a built image instead, one container
-at a time, as a user compares them (bench/image_servers.py starts them):
+at a time, as a user compares them (qa/common/image_servers.py starts them):
   openai-chat         POST /v1/chat/completions (stream) on the image's own entrypoint
                       (the OpenAI frontend in front of tritonserver + vLLM backend)
   triton              POST /v2/models/vllm_model/generate_stream, same container
@@ -60,7 +60,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "backends" / "vllm")]
 
 import httpx  # noqa: E402
-from image_servers import vllm_server_flags  # noqa: E402  (bench/, the script's folder)
 
 from qa.common import (  # noqa: E402
     ServedProcess,
@@ -69,6 +68,7 @@ from qa.common import (  # noqa: E402
     tiny_model_path,
     write_vllm_model,
 )
+from qa.common.image_servers import vllm_server_flags  # noqa: E402
 from qa.common.models import TEST_ENGINE_DEFAULTS  # noqa: E402
 from qa.common.sse import aiter_events  # noqa: E402
 from qa.L0_openai.frontend_process import FrontendProcess  # noqa: E402
@@ -325,7 +325,7 @@ class RunningServer:
 
 def engine_args(model_dir: Path) -> dict:
     """The engine settings of both servers: the Triton model's model.json, and vLLM's
-    server flags (image_servers.vllm_server_flags) made from the same dict."""
+    server flags (qa.common.image_servers.vllm_server_flags) made from the same dict."""
     return {**TEST_ENGINE_DEFAULTS, "model": str(model_dir), "max_model_len": MAX_MODEL_LEN,
             "seed": 0}
 
@@ -470,7 +470,7 @@ def measure_containers(image: str, wanted: list[str], levels: list[int], per_lev
     """Each round starts each container in turn (the order rotating from round to round),
     times its start until ready, runs every level of its targets (taking turns) and
     removes it: one server at a time on the machine, as a user runs it."""
-    from image_servers import MODEL, image_model_json, run_container
+    from qa.common.image_servers import MODEL, image_model_json, run_container
 
     model_json = image_model_json(image)
     kinds = [k for k in ("ours", "vllm") if any(_IMAGE_REQUESTS[t][0] == k for t in wanted)]

@@ -40,8 +40,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_openai as bench  # noqa: E402
-from image_servers import MODEL, image_model_json, run_container  # noqa: E402
 
+from qa.common.image_servers import MODEL, image_model_json, run_container  # noqa: E402
 from tritonbuild.hostenv import docker_binary  # noqa: E402
 
 # What each process of a container is, from its command line.

@@ -10,7 +10,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import bench_openai as bench  # noqa: E402
-from image_servers import vllm_server_flags  # noqa: E402
+
+from qa.common.image_servers import vllm_server_flags
 
 
 def test_vllm_flags_mirror_the_model_json():

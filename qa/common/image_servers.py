@@ -1,4 +1,5 @@
-"""The servers of `bench_openai.py --image`: containers of one image, started one at a time.
+"""Our server and vLLM's, each a container of one image, as bench_openai.py --image and
+qa/L0_prometheus compare them.
 
   ours   the image's own entrypoint: tritonserver with the vLLM backend and the OpenAI
          frontend, serving the sample model of the image's model repository
