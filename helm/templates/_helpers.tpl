@@ -264,3 +264,14 @@ outside [A-Za-z0-9_.-] made "_" (tests/helm checks that the two agree). */}}
 {{- regexReplaceAll "^[_.-]+" $folder "" }}
 {{- end }}
 {{- end }}
+
+{{/* The ServiceMonitor's and PodMonitor's metricRelabelings. */}}
+{{- define "triton-vllm.bucketLabels" }}
+# Triton writes a whole bucket bound as le="1", vLLM's server (prometheus_client) as
+# le="1.0": a query written for `vllm serve` that selects a bucket by its bound finds
+# Triton's in vLLM's spelling.  Prometheus 3 does the same for histograms on ingestion.
+- sourceLabels: [le]
+  regex: "([0-9]+)"
+  targetLabel: le
+  replacement: "${1}.0"
+{{- end }}

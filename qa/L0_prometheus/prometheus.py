@@ -24,10 +24,11 @@ class Prometheus:
     """A Prometheus scraping `jobs`: {job name: (host:port, labels, keep regex or None)}.
 
     `keep` drops every series whose name does not match (the frontend's /metrics appends
-    Triton's page: kept whole, every vLLM series would count twice)."""
+    Triton's page: kept whole, every vLLM series would count twice); `relabel` adds a
+    job's own metric_relabel_configs."""
 
     def __init__(self, workdir: Path, jobs: dict[str, tuple[str, dict, str | None]],
-                 interval: str = "1s"):
+                 interval: str = "1s", relabel: dict[str, list[dict]] | None = None):
         binary = shutil.which("prometheus")
         if binary is None:
             raise PrometheusError("prometheus is missing: scripts/setup_host.sh installs "
@@ -38,9 +39,11 @@ class Prometheus:
         for job, (target, labels, keep) in jobs.items():
             config = {"job_name": job, "scrape_interval": interval,
                       "static_configs": [{"targets": [target], "labels": labels}]}
+            rules = list((relabel or {}).get(job, []))
             if keep:
-                config["metric_relabel_configs"] = [
-                    {"source_labels": ["__name__"], "regex": keep, "action": "keep"}]
+                rules.append({"source_labels": ["__name__"], "regex": keep, "action": "keep"})
+            if rules:
+                config["metric_relabel_configs"] = rules
             scrape.append(config)
         workdir.mkdir(parents=True, exist_ok=True)
         config_file = workdir / "prometheus.yml"

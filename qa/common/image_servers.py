@@ -68,11 +68,10 @@ class Container:
     ready_s: float
 
 
-@contextmanager
-def run_container(image: str, kind: str, model_json: dict, *, docker_args=(),
-                  timeout: float = 600):
-    """Start the `kind` ("ours" or "vllm") container of `image`, wait until it is ready,
-    yield it, and remove it afterwards."""
+def start_container(image: str, kind: str, model_json: dict, *,
+                    docker_args=()) -> tuple[ServedProcess, dict[str, str]]:
+    """Start the `kind` ("ours" or "vllm") container of `image`, without waiting for it:
+    (the container, {port name: the path that answers once it is ready})."""
     if kind == "ours":
         ports = {"triton": TRITON_HTTP_PORT, "openai": OPENAI_PORT}
         command = []
@@ -88,10 +87,25 @@ def run_container(image: str, kind: str, model_json: dict, *, docker_args=(),
         raise ValueError(f"unknown container kind {kind!r}")
     box = ServedProcess.container(f"the {kind} container", image, ports=ports,
                                   docker_args=docker_args, command=command)
+    return box, checks
+
+
+def wait_ready(box: ServedProcess, checks: dict[str, str], timeout: float) -> float:
+    """Seconds from the container's start until every check answered."""
+    ready_s = 0.0
+    for name, path in checks.items():
+        ready_s = box.wait_http(name, path, timeout=max(timeout - ready_s, 1))
+    return ready_s
+
+
+@contextmanager
+def run_container(image: str, kind: str, model_json: dict, *, docker_args=(),
+                  timeout: float = 600):
+    """Start the `kind` ("ours" or "vllm") container of `image`, wait until it is ready,
+    yield it, and remove it afterwards."""
+    box, checks = start_container(image, kind, model_json, docker_args=docker_args)
     try:
-        ready_s = 0.0
-        for name, path in checks.items():
-            ready_s = box.wait_http(name, path, timeout=max(timeout - ready_s, 1))
-        yield Container(box.cid, {name: box.url(name) for name in ports}, ready_s)
+        ready_s = wait_ready(box, checks, timeout)
+        yield Container(box.cid, {name: box.url(name) for name in checks}, ready_s)
     finally:
         box.stop(timeout=0)  # measured already: no need to wait for a graceful exit

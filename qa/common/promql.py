@@ -110,3 +110,18 @@ def chart_queries() -> list[Query]:
             name = metric["pods"]["metric"]["name"]
             queries.append(Query(f"hpa: {name}", adapter_rule_query(readme, name), "gauge"))
     return queries
+
+
+# Prometheus Operator's RelabelConfig fields, as Prometheus's own configuration names them.
+_RELABEL_FIELDS = {"sourceLabels": "source_labels", "targetLabel": "target_label",
+                   "regex": "regex", "replacement": "replacement", "action": "action",
+                   "separator": "separator", "modulus": "modulus"}
+
+
+def monitor_relabel_configs() -> list[dict]:
+    """The chart's ServiceMonitor's metricRelabelings, as a scrape config's
+    metric_relabel_configs: what Prometheus Operator writes into Prometheus's own."""
+    [monitor] = [m for m in chart.render([OBSERVABILITY_VALUES]) if m["kind"] == "ServiceMonitor"]
+    [endpoint] = monitor["spec"]["endpoints"]
+    return [{_RELABEL_FIELDS[k]: v for k, v in rule.items()}
+            for rule in endpoint.get("metricRelabelings", [])]
