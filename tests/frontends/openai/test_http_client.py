@@ -304,18 +304,26 @@ def test_unreachable_server():
     assert run(main()) == (False, 503)
 
 
+def _names_resolve_to_loopback(monkeypatch, delay: float = 0) -> list[str]:
+    """Every name the running loop looks up answers 127.0.0.1 after `delay` seconds;
+    the list returned records the names looked up."""
+    loop = asyncio.get_running_loop()
+    lookups = []
+    real = loop.getaddrinfo
+
+    async def getaddrinfo(host, port, **kw):
+        lookups.append(host)
+        await asyncio.sleep(delay)
+        return await real("127.0.0.1", port, **kw)
+    monkeypatch.setattr(loop, "getaddrinfo", getaddrinfo)
+    return lookups
+
+
 def test_the_name_is_looked_up_once_and_again_after_a_failed_connect(monkeypatch):
     """New connections reuse the address (no DNS round trip each time the pool grows);
     a connect that fails looks the name up again, as a moved Service needs."""
     async def main():
-        loop = asyncio.get_running_loop()
-        lookups = []
-        real = loop.getaddrinfo
-
-        async def getaddrinfo(host, port, **kw):
-            lookups.append(host)
-            return await real("127.0.0.1", port, **kw)
-        monkeypatch.setattr(loop, "getaddrinfo", getaddrinfo)
+        lookups = _names_resolve_to_loopback(monkeypatch)
         async with FakeTritonHttp([{"text_output": "a"}], close_idle=True) as t:
             port = t.url.rsplit(":", 1)[1]
             client = HttpTritonClient(f"http://triton.example:{port}")
@@ -335,15 +343,8 @@ def test_the_name_is_looked_up_once_and_again_after_a_failed_connect(monkeypatch
 
 def test_connections_opened_together_share_one_lookup(monkeypatch):
     async def main():
-        loop = asyncio.get_running_loop()
-        lookups = []
-        real = loop.getaddrinfo
-
-        async def getaddrinfo(host, port, **kw):
-            lookups.append(host)
-            await asyncio.sleep(0.05)  # every stream is waiting for it by now
-            return await real("127.0.0.1", port, **kw)
-        monkeypatch.setattr(loop, "getaddrinfo", getaddrinfo)
+        # Slow enough that every stream is waiting for it.
+        lookups = _names_resolve_to_loopback(monkeypatch, delay=0.05)
         async with FakeTritonHttp([{"text_output": "a"}]) as t:
             port = t.url.rsplit(":", 1)[1]
             client = HttpTritonClient(f"http://triton.example:{port}")
