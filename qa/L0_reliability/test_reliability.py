@@ -34,15 +34,18 @@ STREAM_END_S = 2.0     # kill to the end of every stream, at most
 # had in flight (SHUTDOWN_GRACE_SECONDS, 20 s by default) before it stops.
 EXIT_S = 45.0
 
-# What each process's command line holds (as `docker top` shows it), and the exit status
-# the container must end with: the watch's MODEL_DEAD (4) when a model died under a live
-# tritonserver, the dead process's own 128+9 otherwise.
+# What each process's command line holds (as `docker top` shows it), and the exit statuses
+# the container may end with: the watch's MODEL_DEAD (4) when a model died under a live
+# tritonserver, the dead process's own 128+9 otherwise.  A stub killed while it held the
+# lock of its shared memory with tritonserver takes tritonserver down with it: Triton's
+# Python backend then throws boost::interprocess::lock_exception and tritonserver aborts
+# (134), before the watch has seen the model die (seen once in a full run).
 PROCESSES = {
-    "engine core": (b"VLLM::EngineCore", 4),
-    "worker": (b"VLLM::Worker", 4),
-    "stub": (b"triton_python_backend_stub", 4),
-    "tritonserver": (b"tritonserver --model-repository", 137),
-    "frontend": (b"triton-openai", 137),
+    "engine core": (b"VLLM::EngineCore", {4}),
+    "worker": (b"VLLM::Worker", {4}),
+    "stub": (b"triton_python_backend_stub", {4, 134}),
+    "tritonserver": (b"tritonserver --model-repository", {137}),
+    "frontend": (b"triton-openai", {137}),
 }
 
 
@@ -136,7 +139,7 @@ def exit_status(cid: str, timeout: float) -> int | None:
 
 @pytest.mark.parametrize("process", list(PROCESSES))
 def test_a_killed_process_ends_every_stream_and_the_container(image, process):
-    marker, status = PROCESSES[process]
+    marker, statuses = PROCESSES[process]
     served = serve(image)
     url = f"http://127.0.0.1:{served.openai}/v1/completions"
     try:
@@ -194,9 +197,11 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
            f"SIGKILL of the {process} to the container's exit ({code})")
     if in_flight:
         _check_cut_streams(process, in_flight, logs)
-    assert code == status, f"exit status {code} after {exited:.1f} s\n{logs}"
-    if status == 4:
+    assert code in statuses, f"exit status {code} after {exited:.1f} s\n{logs}"
+    if code == 4:
         assert "cannot serve" in logs, logs
+    elif code == 134:
+        assert "boost::interprocess::lock_exception" in logs, logs
 
 
 def _check_cut_streams(process: str, in_flight: list[tuple[float, str]], logs: str) -> None:
