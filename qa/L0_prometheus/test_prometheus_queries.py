@@ -28,7 +28,13 @@ import httpx
 import pytest
 
 from qa.common import TritonServer, promql
-from qa.common.image_servers import image_model_json, start_container, wait_ready
+from qa.common.image_servers import (
+    MODEL,
+    MODEL_REPOSITORY,
+    image_model_json,
+    start_container,
+    wait_ready,
+)
 from qa.common.sse import aiter_events
 
 from .prometheus import Prometheus
@@ -39,8 +45,6 @@ pytestmark = [
                        reason="checks the image: runs in the image pass (TVB_IMAGE)"),
 ]
 
-MODEL = "vllm_model"  # the name the image's sample repository serves
-SAMPLE_REPOSITORY = "/opt/tritonserver/model_repository"
 LOAD_SECONDS = 40
 STREAMS = 6
 # vLLM's server's load, run once ours has ended (within the queries' one-minute windows):
@@ -113,7 +117,7 @@ def loaded(tmp_path_factory):
         # reports vLLM's metrics.  A start takes about 30 s; a 2-core machine shared with
         # other builds took up to 10 min.
         server = stack.enter_context(TritonServer(
-            root / "unused", env={"MODEL_REPOSITORY": SAMPLE_REPOSITORY}, timeout=900))
+            root / "unused", env={"MODEL_REPOSITORY": MODEL_REPOSITORY}, timeout=900))
         # Ready as a load balancer sees it: the model's tokenizer and chat template loaded.
         server.wait_openai("/health/ready")
         wait_ready(vllm_serve, vllm_checks, timeout=900)
