@@ -228,3 +228,48 @@ def test_serve_refuses_before_anything_starts(image, tmp_path):
                          capture_output=True, text=True)
     assert out.returncode == 2 and "unrecognized arguments: --bogus" in out.stderr
     assert not (records / "tritonserver").exists() and not (records / "triton-openai").exists()
+
+
+def _limits(hard: int, *soft: int):
+    """A child's open-files limits: `soft` (default: 1024) under `hard`."""
+    import resource
+    def set_limits():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft[0] if soft else 1024, hard))
+    return set_limits
+
+
+@pytest.mark.parametrize("command", [["bash", "-c", "ulimit -Sn"], []])
+def test_the_open_files_soft_limit_is_raised_to_the_hard_limit(image, command):
+    """A soft limit of 1024 (systemd's, which containerd 2 gives containers) caps client
+    connections at about a thousand; the entrypoint takes the hard limit, for the
+    servers and for a command run instead."""
+    import resource
+    hard = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 16384)
+    if hard < 8192:
+        pytest.skip(f"this host's hard limit of open files is {hard}")
+    entry, records, env = image("--endpoint=openai")
+    if command:
+        out = subprocess.run([str(entry), *command], env=env, capture_output=True, text=True,
+                             preexec_fn=_limits(hard), timeout=30)
+        assert out.stdout.strip() == str(hard) and out.stderr == "", out.stderr
+        return
+    env.update(EXIT_AFTER="0.2", EXIT_WHO="tritonserver")
+    bindir = Path(env["PATH"].split(":")[0])
+    # The stand-in records its own limit before it stands in.
+    (bindir / "tritonserver").write_text(
+        STANDIN.replace("#!/bin/bash\n", '#!/bin/bash\nulimit -Sn > "$RECORD_DIR/nofile"\n'))
+    out = subprocess.run([str(entry)], env=env, capture_output=True, text=True,
+                         preexec_fn=_limits(hard), timeout=30)
+    assert out.returncode == 3
+    assert (records / "nofile").read_text().strip() == str(hard)
+    assert "open files limited" not in out.stderr
+
+
+def test_a_low_hard_limit_of_open_files_is_said(image):
+    entry, records, env = image("--endpoint=openai")
+    out = subprocess.run([str(entry), "true"], env=env, capture_output=True, text=True,
+                         preexec_fn=_limits(2048, 512), timeout=30)
+    assert out.returncode == 0
+    assert out.stderr.startswith(
+        "entrypoint: open files limited to 2048 (hard limit 2048): fewer client "
+        "connections than that get served"), out.stderr

@@ -38,6 +38,19 @@ if [ "${1:-}" = "serve" ]; then
     FRONTEND_ARGS_FILE="$serve_dir/frontend.args"
 fi
 
+# Every client connection is a file descriptor of the server's.  Many runtimes start a
+# container with a soft limit of 1024 (systemd's default, which containerd 2 passes on):
+# at about a thousand connections tritonserver's HTTP server then spins on accept() and
+# stops answering, and the frontend fails to open its tokenizer's files.  The hard limit
+# is what the host allows; take all of it, as Go servers do on their own.
+nofile_hard=$(ulimit -Hn)
+ulimit -Sn "$nofile_hard" 2>/dev/null || true
+if [ "$(ulimit -Sn)" != unlimited ] && [ "$(ulimit -Sn)" -lt 8192 ]; then
+    echo "entrypoint: open files limited to $(ulimit -Sn) (hard limit $nofile_hard):" \
+         "fewer client connections than that get served; raise it (docker run" \
+         "--ulimit nofile=N:N, or the container runtime's default)" >&2
+fi
+
 if [ -z "${serve_dir:-}" ] && [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
     exec "$@"
 fi
