@@ -25,6 +25,7 @@ import pytest
 from qa.common.figures import record
 from qa.common.sse import iter_events
 from qa.L0_image.conftest import docker, serve
+from qa.L0_reliability.processes import host_pids
 
 pytestmark = pytest.mark.docker
 
@@ -34,25 +35,19 @@ STREAM_END_S = 2.0     # kill to the end of every stream, at most
 # had in flight (SHUTDOWN_GRACE_SECONDS, 20 s by default) before it stops.
 EXIT_S = 45.0
 
-# What each process's command line holds (as `docker top` shows it), and the exit statuses
-# the container may end with: the watch's MODEL_DEAD (4) when a model died under a live
-# tritonserver, the dead process's own 128+9 otherwise.  A stub killed while it held the
-# lock of its shared memory with tritonserver takes tritonserver down with it: Triton's
-# Python backend then throws boost::interprocess::lock_exception and tritonserver aborts
-# (134), before the watch has seen the model die (seen once in a full run).
-PROCESSES = {
-    "engine core": (b"VLLM::EngineCore", {4}),
-    "worker": (b"VLLM::Worker", {4}),
-    "stub": (b"triton_python_backend_stub", {4, 134}),
-    "tritonserver": (b"tritonserver --model-repository", {137}),
-    "frontend": (b"triton-openai", {137}),
+# The exit statuses the container may end with when each process is killed: the watch's
+# MODEL_DEAD (4) when a model died under a live tritonserver, the dead process's own
+# 128+9 otherwise.  A stub killed while it held the lock of its shared memory with
+# tritonserver takes tritonserver down with it: Triton's Python backend then throws
+# boost::interprocess::lock_exception and tritonserver aborts (134), before the watch has
+# seen the model die (seen once in a full run).
+EXIT_STATUSES = {
+    "engine core": {4},
+    "worker": {4},
+    "stub": {4, 134},
+    "tritonserver": {137},
+    "frontend": {137},
 }
-
-
-def host_pids(cid: str, marker: bytes) -> list[int]:
-    """PIDs on this host of the container's processes whose command line holds marker."""
-    top = docker("top", cid, "-eo", "pid,args").stdout.splitlines()[1:]
-    return [int(line.split(None, 1)[0]) for line in top if marker.decode() in line]
 
 
 class Streams(threading.Thread):
@@ -137,15 +132,15 @@ def exit_status(cid: str, timeout: float) -> int | None:
     return int(out.stdout.strip())
 
 
-@pytest.mark.parametrize("process", list(PROCESSES))
+@pytest.mark.parametrize("process", list(EXIT_STATUSES))
 def test_a_killed_process_ends_every_stream_and_the_container(image, process):
-    marker, statuses = PROCESSES[process]
+    statuses = EXIT_STATUSES[process]
     served = serve(image)
     url = f"http://127.0.0.1:{served.openai}/v1/completions"
     try:
         # Found first: `docker top` can take seconds on a loaded machine, and the kill
         # must land while the streams run.
-        pids = host_pids(served.cid, marker)
+        pids = host_pids(served.cid, process)
         assert pids, f"no {process} process in the container"
         streams = [Streams(url) for _ in range(STREAMS)]
         for stream in streams:
