@@ -5,6 +5,7 @@ prefix; in container mode each container has its own /dev/shm, and both still se
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
 
 import httpx
 
@@ -17,11 +18,16 @@ def test_two_servers_with_their_own_shm_prefix(tiny_model, tmp_path):
     repo = tmp_path / "repository"
     write_vllm_model(repo, MODEL, engine_args(tiny_model))
     prefixes = [f"tvb_{os.getpid()}_{name}_" for name in ("a", "b")]
-    with TritonServer(repo, mounts=[tiny_model], server_args=[
-            f"--backend-config=python,shm-region-prefix-name={prefixes[0]}"]) as first, \
-         TritonServer(repo, mounts=[tiny_model], server_args=[
-            f"--backend-config=python,shm-region-prefix-name={prefixes[1]}"]) as second:
-        for server in (first, second):
+    with ExitStack() as stack:
+        # Started together: they load side by side, as two servers on one host do.
+        servers = [stack.enter_context(TritonServer(
+            repo, mounts=[tiny_model], wait=False,
+            server_args=[f"--backend-config=python,shm-region-prefix-name={prefix}"]))
+            for prefix in prefixes]
+        for server in servers:
+            server.wait()
+        first = servers[0]
+        for server in servers:
             answer = httpx.post(f"{server.http_url}/v2/models/{MODEL}/generate",
                                 json={"text_input": "Hello", "parameters": {"max_tokens": 4}},
                                 timeout=120)

@@ -62,11 +62,12 @@ class TritonServer:
         (no OpenAI frontend then).
     env: extra environment for the server and its models.
     wait_ready: wait for /v2/health/ready (all models loaded); otherwise only for /live.
+    wait: False returns at once, for servers started together (call `wait()` on each).
     """
 
     def __init__(self, model_repository: Path | str, *, mounts=(), server_args=(),
                  env: dict[str, str] | None = None, wait_ready: bool = True,
-                 timeout: float = 420.0, image: str | None = None):
+                 timeout: float = 420.0, image: str | None = None, wait: bool = True):
         self.model_repository = Path(model_repository).resolve()
         self.mounts = [Path(m).resolve() for m in mounts]
         self.server_args = list(server_args)
@@ -79,10 +80,15 @@ class TritonServer:
         self.http_port, self.grpc_port, self.metrics_port = (
             ports["http"], ports["grpc"], ports["metrics"])
         self.openai_port = ports.get("openai")
+        self._wait_path = "/v2/health/ready" if wait_ready else "/v2/health/live"
+        if wait:
+            self.wait()
+
+    def wait(self) -> None:
+        """Wait until the server answers as __init__'s wait_ready says; a server that does
+        not come up is stopped, and the error raised."""
         try:
-            self.process.wait_http(
-                "http", "/v2/health/ready" if wait_ready else "/v2/health/live",
-                timeout=timeout, interval=0.5)
+            self.process.wait_http("http", self._wait_path, timeout=self.timeout, interval=0.5)
         except BaseException:
             self.__exit__()
             raise
