@@ -66,27 +66,19 @@ def open_files_for_the_clients():
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def log_tail(served, lines: int = 30) -> str:
-    """The container's last lines (a server out of descriptors may log without end)."""
-    out = docker("logs", "--tail", str(lines), served.cid, check=False)
-    return out.stdout + out.stderr
-
-
 def metrics(served) -> str:
     return httpx.get(f"http://127.0.0.1:{served.openai}/metrics", timeout=30).text
 
 
-def nothing_in_flight(served, timeout: float) -> dict[str, float]:
-    """Wait until no request runs in the engine and the frontend sends no stream; what
-    was still in flight at the end."""
-    deadline = time.monotonic() + timeout
-    while True:
-        page = metrics(served)
-        left = {"engine": series_total(page, "vllm:num_requests_running", model_name=MODEL),
-                "frontend streams": series_total(page, "openai_frontend_streams_in_flight")}
-        if not any(left.values()) or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.25)
+def in_flight(page: str) -> dict[str, float]:
+    """From a metrics page: requests running in the engine, streams the frontend sends."""
+    return {"engine": series_total(page, "vllm:num_requests_running", model_name=MODEL),
+            "frontend streams": series_total(page, "openai_frontend_streams_in_flight")}
+
+
+def wait_nothing_in_flight(served, timeout: float, after: str) -> None:
+    wait_until(lambda: not any(in_flight(metrics(served)).values()), timeout=timeout,
+               describe=f"nothing in flight in the engine and the frontend {after}")
 
 
 # --- idle keep-alive connections -------------------------------------------------------
@@ -168,7 +160,7 @@ def test_a_thousand_idle_keep_alive_connections_per_endpoint_block_no_new_reques
             unanswered = [a for a in answers if a != 200]
             assert not unanswered, (
                 f"{len(unanswered)} of {IDLE_CONNECTIONS} {name} connections had no 200: "
-                f"{sorted(set(map(str, unanswered)))}\n{log_tail(served)}")
+                f"{sorted(set(map(str, unanswered)))}\n{served.box.log_tail(30)}")
         answered = asyncio.run(_new_requests(served, 16))
         # The idle connections were kept, not dropped: every tenth answers again.
         again = {name: [] for name in endpoints}
@@ -188,7 +180,7 @@ def test_a_thousand_idle_keep_alive_connections_per_endpoint_block_no_new_reques
     record("idle_keep_alive_new_request_max_s", round(slowest, 2), "s",
            f"16 new requests with {IDLE_CONNECTIONS} idle connections held on each endpoint")
     assert all(status == "200" and seconds <= NEW_REQUEST_S
-               for _, seconds, status in answered), f"{answered}\n{log_tail(served)}"
+               for _, seconds, status in answered), f"{answered}\n{served.box.log_tail(30)}"
     for name, statuses in again.items():
         assert statuses == [200] * len(statuses), (name, statuses)
 
@@ -253,16 +245,19 @@ def _batch_seconds(served, n: int) -> float:
 def test_clients_reading_a_byte_a_second_hold_back_no_other_stream(served):
     _batch_seconds(served, 8)  # the first streams after the start are slower
     alone = _batch_seconds(served, 8)
-    made = tokens_made(served)
+    made = tokens_made(metrics(served))
     address = container_address(served.cid)
     readers = [SlowReader(address) for _ in range(SLOW_READERS)]
     try:
         for reader in readers:
             reader.start()
         # The engine makes their tokens in seconds; the events then wait for the readers.
-        wait_until(lambda: tokens_made(served) >= made + SLOW_READERS * SLOW_TOKENS
-                   and not series_total(metrics(served), "vllm:num_requests_running"),
-                   timeout=120, describe="the engine to finish the slow clients' streams")
+        def all_made() -> bool:
+            page = metrics(served)
+            return (tokens_made(page) >= made + SLOW_READERS * SLOW_TOKENS
+                    and not in_flight(page)["engine"])
+        wait_until(all_made, timeout=120,
+                   describe="the engine to finish the slow clients' streams")
         memory_then, then = resident_mib(served.cid), time.monotonic()
         beside = _batch_seconds(served, 8)
         time.sleep(max(0.0, 15 - (time.monotonic() - then)))
@@ -275,7 +270,7 @@ def test_clients_reading_a_byte_a_second_hold_back_no_other_stream(served):
     finally:
         for reader in readers:
             reader.vanish()
-    left = nothing_in_flight(served, timeout=10)
+    wait_nothing_in_flight(served, timeout=10, after="10 s after the slow clients left")
     record("slow_readers_other_streams_s", round(beside, 2), "s",
            f"8 streams of 32 tokens while {SLOW_READERS} clients read a byte a second "
            f"(alone: {alone:.2f} s)")
@@ -284,11 +279,10 @@ def test_clients_reading_a_byte_a_second_hold_back_no_other_stream(served):
            f"largest growth of a process's resident memory over 15 s of slow reading: {grown}")
     assert beside <= 2 * alone + 2.0, (alone, beside)
     assert all(mib <= max(16.0, 0.05 * memory_then[p]) for p, mib in grown.items()), grown
-    assert not any(left.values()), f"still in flight 10 s after the slow clients left: {left}"
 
 
-def tokens_made(served) -> float:
-    return series_total(metrics(served), "vllm:generation_tokens_total", model_name=MODEL)
+def tokens_made(page: str) -> float:
+    return series_total(page, "vllm:generation_tokens_total", model_name=MODEL)
 
 
 # --- a soak of mixed requests ----------------------------------------------------------
@@ -378,8 +372,7 @@ async def _soak(served, first: int, n: int) -> tuple[dict[str, str], float]:
 
 
 def _settled_memory(served) -> dict[str, float]:
-    left = nothing_in_flight(served, timeout=30)
-    assert not any(left.values()), f"still in flight 30 s after the requests: {left}"
+    wait_nothing_in_flight(served, timeout=30, after="30 s after the requests")
     time.sleep(2)
     return resident_mib(served.cid)
 

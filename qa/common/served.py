@@ -200,22 +200,29 @@ class ServedProcess:
                    describe=f"{url} to answer {status}", interval=interval)
         return time.monotonic() - self.started
 
+    def _container_log(self, *options: str) -> str:
+        out = subprocess.run([DOCKER, "logs", *options, self.cid], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, errors="replace",
+                             timeout=120)
+        return out.stdout
+
     @property
     def log(self) -> str:
         """Everything the server printed so far, stdout and stderr in the order written."""
         if self._kept_log is not None:
             return self._kept_log
         if self.cid is not None:
-            out = subprocess.run([DOCKER, "logs", self.cid], stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True, errors="replace",
-                                 timeout=120)
-            return out.stdout
+            return self._container_log()
         try:
             return self._log_path.read_text(errors="replace")
         except (FileNotFoundError, AttributeError):
             return ""
 
     def log_tail(self, lines: int = 60) -> str:
+        """The last `lines` lines of the log.  A running container's come from the engine
+        alone: a server out of file descriptors can log without end, too much to read."""
+        if self._kept_log is None and self.cid is not None:
+            return self._container_log("--tail", str(lines)).rstrip("\n")
         return "\n".join(self.log.splitlines()[-lines:])
 
     # --- stop --------------------------------------------------------------
