@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -230,11 +231,10 @@ def test_serve_refuses_before_anything_starts(image, tmp_path):
     assert not (records / "tritonserver").exists() and not (records / "triton-openai").exists()
 
 
-def _limits(hard: int, *soft: int):
-    """A child's open-files limits: `soft` (default: 1024) under `hard`."""
-    import resource
+def _limits(hard: int, soft: int = 1024):
+    """A child's open-files limits: `soft` under `hard`."""
     def set_limits():
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft[0] if soft else 1024, hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     return set_limits
 
 
@@ -243,7 +243,6 @@ def test_the_open_files_soft_limit_is_raised_to_the_hard_limit(image, command):
     """A soft limit of 1024 (systemd's, which containerd 2 gives containers) caps client
     connections at about a thousand; the entrypoint takes the hard limit, for the
     servers and for a command run instead."""
-    import resource
     hard = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 16384)
     if hard < 8192:
         pytest.skip(f"this host's hard limit of open files is {hard}")
