@@ -46,6 +46,7 @@ from triton_vllm_backend import (  # noqa: E402
     lora,
     outputs,
     params,
+    warmup,
 )
 from triton_vllm_backend.engine_config import ConfigError  # noqa: E402
 from triton_vllm_backend.inflight import RequestsInFlight  # noqa: E402
@@ -161,6 +162,9 @@ class TritonPythonModel:
         # A vLLM without per-request stream intervals (the GPU image's 0.11) streams every
         # token, as before.
         self._max_interval = max_interval if "stream_interval" in self._sampling_fields else 1
+        if self.runner == io_spec.GENERATE and engine_config.bool_setting(
+                parameters, "ENGINE_WARMUP", default=True):
+            self._warm_up(engine, SamplingParams, not engine_args.skip_tokenizer_init)
         self._serve_with(engine)
         self.logger.log_info(f"[vllm] {self.model_name} ready ({self.runner}, "
                              f"model {raw['model']})")
@@ -169,6 +173,17 @@ class TritonPythonModel:
         # Made on the loop, so its output handler runs on that loop.
         from vllm.v1.engine.async_llm import AsyncLLM
         return AsyncLLM.from_engine_args(engine_args, stat_loggers=stat_factories)
+
+    def _warm_up(self, engine, sampling_params, has_tokenizer: bool):
+        sampling = sampling_params(max_tokens=warmup.MAX_TOKENS, ignore_eos=True,
+                                   detokenize=has_tokenizer)
+        try:
+            took = self._run(warmup.generate_once(engine, sampling, warmup.prompt(has_tokenizer),
+                                                  self.stat_loggers), timeout=300)
+        except Exception as e:  # noqa: BLE001 - the first request would then pay, as before
+            self.logger.log_warn(f"[vllm] {self.model_name}: warm-up generation failed: {e}")
+            return
+        self.logger.log_info(f"[vllm] {self.model_name}: warm-up generation took {took:.2f} s")
 
     def _start_loop(self):
         self._loop = asyncio.new_event_loop()

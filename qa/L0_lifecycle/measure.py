@@ -58,7 +58,7 @@ def main() -> None:
     p.add_argument("--direct-first", action="store_true")
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--parameter", action="append", default=[], metavar="KEY=VALUE",
-                   help="config.pbtxt parameter of the model (e.g. WARMUP=off)")
+                   help="config.pbtxt parameter of the model (e.g. ENGINE_WARMUP=false)")
     args = p.parse_args()
     if not os.environ.get("TVB_IMAGE"):
         raise SystemExit("set TVB_IMAGE to the image to measure")

@@ -6,11 +6,11 @@ prints its figures:
 
 - the image's default command on its sample model, started once for the first three tests:
   the time from `docker run` to ready; time to first token of 16 streamed chat
-  completions sent the moment /health/ready says 200, against a second (warm) batch:
-  the first may take at most twice as long; then `docker stop` while streams are in
-  flight on chat completions,
-  completions and Triton's generate_stream: they finish, both processes exit within the
-  grace period, and the container exits 0;
+  completions sent the moment /health/ready says 200, against three more (warm)
+  batches: the first may take at most twice as long as the slowest; then `docker stop`
+  while streams are in flight on chat completions, completions and Triton's
+  generate_stream: they finish, both processes exit within the grace period, and the
+  container exits 0;
 - `docker stop` with a short grace period: every stream that cannot finish ends with an
   error event, the container exits non-zero and its log names the requests it cut;
 - a Triton-only container (tritonserver alone) stopped under streams: none of them ends
@@ -47,6 +47,7 @@ pytestmark = [
 ]
 
 CONCURRENCY = 16
+WARM_BATCHES = 3
 SAMPLE_MODEL = "vllm_model"  # the model the image serves by default
 GRACE_S = 30  # docker stop -t: SIGTERM, then SIGKILL after this many seconds
 STREAM_TOKENS = 512
@@ -115,10 +116,17 @@ def test_first_batch_after_ready_is_served_at_full_speed(served):
     url = f"http://127.0.0.1:{served.openai}"
     wait_ready(url, 60)
     first = ttfts(asyncio.run(batch(url, SAMPLE_MODEL, CONCURRENCY)))
-    warm = ttfts(asyncio.run(batch(url, SAMPLE_MODEL, CONCURRENCY)))
     print(summary("\ntime to first token, first batch right after ready", first))
-    print(summary("time to first token, warm batch", warm))
-    assert statistics.median(first) <= 2 * statistics.median(warm) + 0.05, (first, warm)
+    # The 16 streams of a batch share their first engine step, so a batch is one sample;
+    # on the 2-core machine warm batches alone spread 47-213 ms.  The first batch is held
+    # to the slowest of three warm ones, which the cold paths that warm-up takes off the
+    # request path (a tokenizer load, a template compile: seconds) still exceed.
+    warm = []
+    for _ in range(WARM_BATCHES):
+        warm.append(ttfts(asyncio.run(batch(url, SAMPLE_MODEL, CONCURRENCY))))
+        print(summary("time to first token, warm batch", warm[-1]))
+    slowest = max(statistics.median(w) for w in warm)
+    assert statistics.median(first) <= 2 * slowest + 0.05, (first, warm)
 
 
 def test_startup_to_ready(served):

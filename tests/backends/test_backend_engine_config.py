@@ -76,6 +76,8 @@ def test_switches_from_parameters_or_environment():
     assert not bool_setting({"X": {"string_value": "no"}}, "X", env={"X": "1"})
     assert bool_setting({}, "X", env={"X": "1"})
     assert not bool_setting({}, "X", env={})
+    assert bool_setting({}, "X", env={}, default=True)
+    assert not bool_setting({"X": {"string_value": "false"}}, "X", env={}, default=True)
 
 
 def test_lora_adapters(tmp_path):

@@ -155,6 +155,17 @@ def test_metric_calls_grow_with_requests_not_tokens(metrics):
     assert calls("vllm:num_requests_running")[-1] == ("set", 0)
 
 
+def test_a_paused_logger_records_nothing(metrics):
+    # The backend's warm-up generation (warmup.py) is no client's request.
+    logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, flush_interval=0)
+    logger.paused = True
+    logger.record(Scheduler(1, 0, 0.1), Iteration(
+        num_generation_tokens=2, finished_requests=[Finished(0.5, 5, 2, 0.004)]))
+    logger.paused = False
+    run_requests(logger, streams=1, tokens=4)
+    assert sum(v for _, v in calls("vllm:generation_tokens_total")) == 4
+    assert calls("vllm:request_generation_tokens") == [("observe", 4)]
+
 def test_per_token_observes_every_inter_token_latency(metrics):
     logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, per_token=True, flush_interval=0)
     run_requests(logger, streams=4, tokens=10)

@@ -170,10 +170,13 @@ def check_published(params: dict, engine_args: dict) -> None:
                               f"says '{expected[key]}'")
 
 
-def bool_setting(params: dict, name: str, env: dict | None = None) -> bool:
+def bool_setting(params: dict, name: str, env: dict | None = None,
+                 default: bool = False) -> bool:
     """A switch given as a config.pbtxt parameter or as an environment variable."""
     env = os.environ if env is None else env
     value = parameter(params, name)
     if value is None:
         value = env.get(name)
-    return str(value).strip().lower() in ("1", "true", "yes", "on") if value is not None else False
+    if value is None:
+        return default
+    return str(value).strip().lower() in ("1", "true", "yes", "on")

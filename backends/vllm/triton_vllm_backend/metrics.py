@@ -384,8 +384,12 @@ class TritonStatLogger(StatLoggerBase):
         self._queue: queue.Queue = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="vllm-metrics", daemon=True)
         self._thread.start()
+        # Set while the backend's own warm-up generation runs (warmup.py).
+        self.paused = False
 
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx=0):
+        if self.paused:
+            return
         update = {}
         if scheduler_stats is not None:
             update.update(scheduler_update(scheduler_stats))
