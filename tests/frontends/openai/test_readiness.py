@@ -49,6 +49,17 @@ def test_a_failed_warm_up_does_not_hold_readiness_back(make_client, monkeypatch)
     _wait_status(c, "/health/ready", 200)
 
 
+def test_the_tokenizer_library_is_imported_before_triton_is_ready(make_client, monkeypatch):
+    # transformers' import takes seconds: it runs while Triton still loads its models.
+    from triton_openai.health import warmup
+
+    imported = threading.Event()
+    monkeypatch.setattr(warmup.Warmup, "import_libraries", staticmethod(imported.set))
+    c = make_client(fake=FakeTriton(ready=False))
+    assert imported.wait(5)
+    assert c.get("/health/ready").json() == {"status": "Triton server is not ready"}
+
+
 def test_readiness_follows_triton_going_away_and_coming_back(make_client):
     fake = FakeTriton()
     c = make_client(fake=fake)

@@ -3,7 +3,9 @@
 The first chat request of a model loads its tokenizer (transformers' import alone takes
 seconds on a small machine) and compiles its chat template; done on the request path,
 that is paid by the first clients the moment readiness sent them.  Here it is done in
-the background as soon as a model shows up, and readiness waits for it.
+the background as soon as a model shows up, and readiness waits for it.  The import
+itself starts with the frontend, while Triton is still loading its models: in the CPU
+image it takes 3.9 s, most of what readiness waited after Triton's.
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ class Warmup:
         self._prepare = prepare or self._load
         self._done: set[str] = set()
         self._running: dict[str, asyncio.Task] = {}
+
+    @staticmethod
+    def import_libraries() -> None:
+        """Import what loading a tokenizer needs (run in a thread at start-up)."""
+        try:
+            from transformers import AutoTokenizer  # noqa: F401
+        except Exception as err:  # requests report it, with their model's path
+            log.info("transformers not imported ahead of the first model: %s", err)
 
     def _key(self, model: ServedModel) -> str:
         return f"{model.triton_name}|{model.model_path}"
