@@ -30,6 +30,7 @@ from qa.L0_reliability.processes import host_pids
 pytestmark = pytest.mark.docker
 
 STREAMS = 4
+FIRST_STREAM_TOKENS, STREAM_TOKENS = 100, 2000
 STREAM_END_S = 2.0     # kill to the end of every stream, at most
 # Kill to the container's exit, at most: a dead frontend lets tritonserver drain what it
 # had in flight (SHUTDOWN_GRACE_SECONDS, 20 s by default) before it stops.
@@ -51,9 +52,11 @@ EXIT_STATUSES = {
 
 
 class Streams(threading.Thread):
-    """Long completion streams, one after another until `stop` (the tiny test model writes
-    2,000 tokens in a second or two): whichever is in flight when the kill lands is the
-    one that must end with an error.  Records each stream's (start, end, how it ended)."""
+    """Completion streams, one after another until `stop`: a short one that proves the
+    stack serves, then long ones (2,000 tokens: 5-30 s each with four at once on 2 cores,
+    where the first rounds of long ones took half a row): whichever is in flight when the
+    kill lands is the one that must end with an error.  Records each stream's (start,
+    end, how it ended)."""
 
     def __init__(self, url: str):
         super().__init__(daemon=True)
@@ -63,15 +66,17 @@ class Streams(threading.Thread):
         self.ends: list[tuple[float, float, str]] = []
 
     def run(self) -> None:
+        tokens = FIRST_STREAM_TOKENS
         while not self.stop.is_set():
             started = time.monotonic()
-            end = self._one()
+            end = self._one(tokens)
+            tokens = STREAM_TOKENS
             self.ends.append((started, time.monotonic(), end))
             if not end.startswith("finished"):
                 break  # the server is gone or failing: what comes next proves nothing
 
-    def _one(self) -> str:
-        body = {"model": "vllm_model", "prompt": "Once upon a time", "max_tokens": 2000,
+    def _one(self, tokens: int) -> str:
+        body = {"model": "vllm_model", "prompt": "Once upon a time", "max_tokens": tokens,
                 "ignore_eos": True, "stream": True}
         end = finish = None
         try:
@@ -145,8 +150,8 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
         streams = [Streams(url) for _ in range(STREAMS)]
         for stream in streams:
             stream.start()
-        # The kill lands a second into the second round of streams (each takes seconds
-        # here): mid-generation for all of them, past the first round's warm-up.
+        # The kill lands a second into the second round of streams, the long ones:
+        # mid-generation for all of them, once the short first round has served.
         deadline = time.monotonic() + 180
         while not all(s.ends for s in streams):
             assert time.monotonic() < deadline, f"no round of streams ended\n{served.logs()}"
