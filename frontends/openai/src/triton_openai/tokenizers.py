@@ -14,6 +14,16 @@ from typing import Any
 
 log = logging.getLogger("triton_openai")
 _MISSING = object()
+_IMPORT_LOCK = threading.Lock()
+
+
+def auto_tokenizer():
+    """transformers' AutoTokenizer, imported by one thread at a time: a thread that
+    imports it while another still does can find transformers half initialised (seen:
+    the tokenizer load failed, and the model was served without one)."""
+    with _IMPORT_LOCK:
+        from transformers import AutoTokenizer
+    return AutoTokenizer
 
 
 class TokenizerCache:
@@ -50,9 +60,7 @@ class TokenizerCache:
             # Only local folders: the frontend must not reach out to a model hub.
             if os.path.isdir(source) or self._override:
                 try:
-                    from transformers import AutoTokenizer
-
-                    tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
+                    tok = auto_tokenizer().from_pretrained(source, local_files_only=True)
                 except Exception as err:  # a model without tokenizer files still serves text
                     log.warning("no tokenizer for %s: %s", source, err)
             self._cache[source] = tok

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ..catalog import ServedModel
 from ..chat.templating import render
+from ..tokenizers import auto_tokenizer
 from ..triton.vllm_contract import GENERATE
 
 log = logging.getLogger("triton_openai")
@@ -40,7 +41,7 @@ class Warmup:
     def import_libraries() -> None:
         """Import what loading a tokenizer needs (run in a thread at start-up)."""
         try:
-            from transformers import AutoTokenizer  # noqa: F401
+            auto_tokenizer()
         except Exception as err:  # requests report it, with their model's path
             log.info("transformers not imported ahead of the first model: %s", err)
 
