@@ -9,7 +9,7 @@ from triton_vllm_backend import warmup
 
 
 class Logger:
-    """A stat logger that notes whether it was paused at each engine step."""
+    """A stat logger, as far as the warm-up touches it."""
 
     def __init__(self):
         self.paused = False
@@ -50,4 +50,3 @@ def test_a_failed_warm_up_resumes_the_loggers_and_raises():
 
 def test_an_engine_without_a_tokenizer_gets_token_ids():
     assert warmup.prompt(False) == {"prompt_token_ids": warmup.PROMPT_TOKENS}
-
