@@ -177,9 +177,12 @@ class TritonPythonModel:
     def _warm_up(self, engine, sampling_params, has_tokenizer: bool):
         sampling = sampling_params(max_tokens=warmup.MAX_TOKENS, ignore_eos=True,
                                    detokenize=has_tokenizer)
+        once = warmup.generate_once(engine, sampling, warmup.prompt(has_tokenizer),
+                                    self.stat_loggers)
         try:
-            took = self._run(warmup.generate_once(engine, sampling, warmup.prompt(has_tokenizer),
-                                                  self.stat_loggers), timeout=300)
+            # Timed out on the loop, so that the generation is cancelled (vLLM aborts it)
+            # and the loggers resume, rather than left running after initialize() gave up.
+            took = self._run(asyncio.wait_for(once, warmup.TIMEOUT_S))
         except Exception as e:  # noqa: BLE001 - the first request would then pay, as before
             self.logger.log_warn(f"[vllm] {self.model_name}: warm-up generation failed: {e}")
             return

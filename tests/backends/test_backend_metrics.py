@@ -166,6 +166,7 @@ def test_a_paused_logger_records_nothing(metrics):
     assert sum(v for _, v in calls("vllm:generation_tokens_total")) == 4
     assert calls("vllm:request_generation_tokens") == [("observe", 4)]
 
+
 def test_per_token_observes_every_inter_token_latency(metrics):
     logger = metrics.TritonStatLogger(LABELS, VLLM_CONFIG, per_token=True, flush_interval=0)
     run_requests(logger, streams=4, tokens=10)

@@ -50,3 +50,16 @@ def test_a_failed_warm_up_resumes_the_loggers_and_raises():
 
 def test_an_engine_without_a_tokenizer_gets_token_ids():
     assert warmup.prompt(False) == {"prompt_token_ids": warmup.PROMPT_TOKENS}
+
+
+def test_a_warm_up_cut_by_its_timeout_resumes_the_loggers():
+    class Hanging:
+        async def generate(self, prompt, sampling, request_id):
+            await asyncio.Event().wait()
+            yield object()
+
+    loggers = [Logger()]
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(asyncio.wait_for(
+            warmup.generate_once(Hanging(), None, warmup.prompt(True), loggers), 0.05))
+    assert not loggers[0].paused
