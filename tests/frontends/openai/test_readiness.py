@@ -5,7 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
+from fastapi.testclient import TestClient
 from openai_fakes import FakeTriton
+
+from triton_openai import FrontendConfig, build_app
 
 
 def _wait_status(c, path, status, timeout=5.0):
@@ -58,6 +61,27 @@ def test_the_tokenizer_library_is_imported_before_triton_is_ready(make_client, m
     c = make_client(fake=FakeTriton(ready=False))
     assert imported.wait(5)
     assert c.get("/health/ready").json() == {"status": "Triton server is not ready"}
+
+
+def test_a_stop_during_the_import_does_not_wait_for_it(monkeypatch):
+    # A SIGTERM seconds after the start must not wait for transformers' import.
+    from triton_openai.health import warmup
+
+    started, release = threading.Event(), threading.Event()
+
+    def slow_import():
+        started.set()
+        release.wait(30)
+
+    monkeypatch.setattr(warmup.Warmup, "import_libraries", staticmethod(slow_import))
+    try:
+        with TestClient(build_app(FrontendConfig(triton_metrics_url=None),
+                                  client=FakeTriton(ready=False))):
+            assert started.wait(5)
+            stopping = time.monotonic()
+        assert time.monotonic() - stopping < 2
+    finally:
+        release.set()
 
 
 def test_readiness_follows_triton_going_away_and_coming_back(make_client):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -45,14 +46,15 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     async def lifespan(app: FastAPI):
         # Connect to Triton and load what first requests need now, not on their path;
         # /health/ready says ok once this is done.  The libraries are imported at once,
-        # while Triton may still be loading its models.
-        importing = asyncio.ensure_future(asyncio.to_thread(Warmup.import_libraries))
+        # while Triton may still be loading its models, in a daemon thread: a stop that
+        # comes during the import must not wait seconds for it.
+        threading.Thread(target=Warmup.import_libraries, name="import-libraries",
+                         daemon=True).start()
         preparing = asyncio.ensure_future(app.state.health.prepare())
         yield
         preparing.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await preparing
-        await importing  # a thread: it cannot be cut short, and takes seconds at most
         # The drain (shutdown/) has ended or cut every request before this runs.
         await app.state.triton.close()
 
