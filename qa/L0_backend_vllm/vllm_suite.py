@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import httpx
@@ -17,6 +18,8 @@ from qa.common.tritonserver import ENGINE_ENV
 
 HERE = Path(__file__).resolve().parent
 MODEL = "tiny"
+# The pooling model beside it: all-MiniLM-L6-v2, from the test extras.
+MINILM = "minilm"
 
 # Prompts the outputs are compared on: different lengths, punctuation, digits.
 PROMPTS = [
@@ -25,6 +28,10 @@ PROMPTS = [
     "Once upon a time, in a land far away,",
     "1 2 3 4 5",
 ]
+
+
+# The sampling the served outputs are compared to vLLM's offline engine's on.
+GREEDY = {"temperature": 0, "max_tokens": 16, "ignore_eos": True}
 
 
 def engine_args(model_path: Path) -> dict:
@@ -42,20 +49,25 @@ def engine_args(model_path: Path) -> dict:
 
 class OfflineReference:
     """vLLM's offline LLM generating for `prompts` in a subprocess of its own, started at
-    once so that it loads while the server under test starts; `outputs()` waits."""
+    once (job and all) so that it loads while the server under test starts; `outputs()`
+    waits.  Its log goes to a file: a pipe nobody reads would stall it when full."""
 
     def __init__(self, model_path: Path, prompts: list[str], sampling: dict):
         env = dict(os.environ, **ENGINE_ENV)
         job = {"engine_args": engine_args(model_path), "prompts": prompts, "sampling": sampling}
+        self._log = tempfile.TemporaryFile("w+")
         self._proc = subprocess.Popen([sys.executable, str(HERE / "offline_llm.py")],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stdin=subprocess.PIPE, stdout=self._log,
                                       stderr=subprocess.STDOUT, text=True, env=env)
-        self._job = json.dumps(job)
+        self._proc.stdin.write(json.dumps(job))
+        self._proc.stdin.close()
         self._outputs = None
 
     def outputs(self, timeout: float = 600) -> list[dict]:
         if self._outputs is None:
-            out, _ = self._proc.communicate(self._job, timeout=timeout)
+            self._proc.wait(timeout)
+            self._log.seek(0)
+            out = self._log.read()
             results = [line for line in out.splitlines() if line.startswith("RESULT ")]
             assert self._proc.returncode == 0 and results, out[-4000:]
             self._outputs = json.loads(results[-1][len("RESULT "):])["outputs"]
@@ -65,6 +77,7 @@ class OfflineReference:
         if self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
+        self._log.close()
 
 
 def generate_body(prompt=None, sampling: dict | None = None, **inputs) -> dict:
