@@ -227,9 +227,9 @@ class ServedProcess:
 
     # --- stop --------------------------------------------------------------
     def stop(self, timeout: float = 60.0) -> int | None:
-        """SIGTERM, up to `timeout` seconds for the exit, then SIGKILL (of the whole
-        process group, for a host process in a group of its own); a container is removed,
-        its log kept.  The exit status, or None when the server had to be killed.  Stopping
+        """SIGTERM to the process, up to `timeout` seconds for the exit, then SIGKILL (of
+        the whole process group, for a host process in a group of its own); a container is
+        removed, its log kept.  The exit status, or None when the server had to be killed.  Stopping
         a stopped server again does nothing more and returns None."""
         code = None
         if self.proc is not None:
@@ -251,7 +251,12 @@ class ServedProcess:
     def _stop_host(self, timeout: float) -> int | None:
         proc, code = self.proc, None
         if proc.poll() is None:
-            self._signal(signal.SIGTERM)
+            # The server alone, as `docker stop` and the kubelet signal a container's
+            # first process: it stops its models, and their engines, itself.  A SIGTERM
+            # to the whole group also reached vLLM's engine cores, which then died under
+            # their models, one of which at times never unloaded, holding the server
+            # to its 30 s exit timeout.
+            proc.send_signal(signal.SIGTERM)
             try:
                 code = proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -228,8 +228,8 @@ class TritonServer:
         return proc.returncode
 
     def stop(self, timeout: float = 60.0) -> int | None:
-        """Stop the server (SIGTERM, then SIGKILL of its whole process group; a container
-        is stopped and removed, its log kept)."""
+        """Stop the server (SIGTERM to tritonserver, then SIGKILL of its whole process
+        group; a container is stopped and removed, its log kept)."""
         return self.process.stop(timeout)
 
     def __enter__(self) -> TritonServer:

@@ -103,6 +103,24 @@ def test_stop_kills_what_ignores_sigterm_and_its_whole_group():
     wait_until(lambda: not _alive(child), timeout=10, describe="the child to go")
 
 
+def test_sigterm_goes_to_the_server_alone_as_docker_stop_sends_it():
+    # Its children (vLLM's engines under tritonserver) are the server's to stop.
+    server = python("parent", """
+        import signal, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c",
+                                  "import signal, sys, time\\n"
+                                  "def said(*_): print('child: SIGTERM', flush=True)\\n"
+                                  "signal.signal(signal.SIGTERM, said)\\n"
+                                  "print('child up', flush=True); time.sleep(60)"])
+        signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.5), sys.exit(3)))
+        time.sleep(60)
+    """, own_group=True)
+    wait_until(lambda: "child up" in server.log, timeout=30, describe="the child",
+               process=server, interval=0.05)
+    assert server.stop(timeout=30) == 3
+    assert "child: SIGTERM" not in server.log
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
