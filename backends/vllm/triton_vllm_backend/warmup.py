@@ -2,9 +2,10 @@
 
 An engine's first request pays for what vLLM sets up lazily: on the 2-core CPU image a
 first generate_stream took 41-46 ms to its first token against 7-13 ms for the next
-ones, and vLLM's own server pays the same.  Paid here, in initialize(), it is spent before Triton marks the model
-ready, so no client waits for it.  The statistics loggers are paused meanwhile: the
-warm-up is not a request anybody sent, and must not show in the metrics.
+ones, and vLLM's own server pays the same.  Paid here, in initialize(), it is spent
+before Triton marks the model ready, so no client waits for it.  The statistics loggers
+are paused meanwhile: the warm-up is not a request anybody sent, and must not show in
+the metrics.
 """
 
 from __future__ import annotations
