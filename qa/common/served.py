@@ -229,8 +229,8 @@ class ServedProcess:
     def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM to the process, up to `timeout` seconds for the exit, then SIGKILL (of
         the whole process group, for a host process in a group of its own); a container is
-        removed, its log kept.  The exit status, or None when the server had to be killed.  Stopping
-        a stopped server again does nothing more and returns None."""
+        removed, its log kept.  The exit status, or None when the server had to be killed.
+        Stopping a stopped server again does nothing more and returns None."""
         code = None
         if self.proc is not None:
             code = self._stop_host(timeout)
