@@ -11,7 +11,6 @@ shm_prefix's pair)."""
 from __future__ import annotations
 
 import importlib.util
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -31,14 +30,19 @@ class _Shared:
     """The one server the generation and embedding modules use, and the offline reference
     started with it."""
 
-    stack: ExitStack | None = None
     server: TritonServer | None = None
     reference: OfflineReference | None = None
 
     @classmethod
-    def start(cls, tiny_model: Path, repo: Path, with_reference: bool) -> None:
-        if with_reference and cls.reference is None:
+    def start_reference(cls, tiny_model: Path) -> OfflineReference:
+        if cls.reference is None:
             cls.reference = OfflineReference(tiny_model, PROMPTS, GREEDY)
+        return cls.reference
+
+    @classmethod
+    def start(cls, tiny_model: Path, repo: Path, with_reference: bool) -> None:
+        if with_reference:
+            cls.start_reference(tiny_model)
         write_vllm_model(repo, MODEL, engine_args(tiny_model),
                          parameters={"REPORT_CUSTOM_METRICS": "true",
                                      "REPORT_PER_TOKEN_METRICS": "true"})
@@ -48,15 +52,13 @@ class _Shared:
             write_vllm_model(repo, MINILM, {"model": str(minilm), "runner": "pooling",
                                             "dtype": "float32", "max_model_len": 256})
             mounts.append(minilm)
-        stack = ExitStack()
-        cls.server = stack.enter_context(TritonServer(repo, mounts=mounts))
-        cls.stack = stack
+        cls.server = TritonServer(repo, mounts=mounts)
 
     @classmethod
     def stop_server(cls) -> None:
-        stack, cls.stack, cls.server = cls.stack, None, None
-        if stack is not None:
-            stack.close()
+        server, cls.server = cls.server, None
+        if server is not None:
+            server.__exit__(None, None, None)
 
 
 @pytest.fixture
@@ -73,9 +75,7 @@ def server(request, tiny_model, tmp_path_factory) -> TritonServer:
 @pytest.fixture(scope="session")
 def offline(tiny_model) -> OfflineReference:
     """vLLM's offline engine on the tiny model, PROMPTS and GREEDY sampling."""
-    if _Shared.reference is None:
-        _Shared.reference = OfflineReference(tiny_model, PROMPTS, GREEDY)
-    return _Shared.reference
+    return _Shared.start_reference(tiny_model)
 
 
 @pytest.fixture(scope="session")
