@@ -115,6 +115,18 @@ def test_the_watchs_health_request_is_what_the_backend_answers():
     assert not abort.target_of({health.PARAMETER: True})
 
 
+def test_the_frontends_health_request_and_dead_answer_are_the_backends():
+    # What the frontend's model watch sends (a mapping over HTTP, a bool parameter over
+    # gRPC, which the Python backend hands the model as JSON)...
+    assert health.is_health_check({wire.HEALTH_PARAMETER: True})
+    assert health.is_health_check(json.dumps({wire.HEALTH_PARAMETER: True}))
+    # ...and how it tells a dead engine's answer, as it arrives, from any other.
+    sent = errors.tagged(errors.UNAVAILABLE, health.dead_message("m", RuntimeError("gone")))
+    err = model_error(sent, 400)
+    assert err.status == 503 and wire.DEAD_PHRASE in err.message
+    assert wire.DEAD_PHRASE == health.DEAD_PHRASE
+
+
 @pytest.mark.parametrize("engine_args,runner", [
     ({"model": "/models/llm", "max_model_len": 64}, wire.GENERATE),
     ({"model": "/models/embed", "runner": "pooling"}, wire.POOLING),

@@ -82,6 +82,12 @@ class FakeTriton:
         self.cancelled = 0
         self.closed = False
         self.fail: TritonError | None = None
+        # The vLLM backend's health check: each model's answer (None: it can serve), given
+        # after `health_delay` seconds; the models asked, in order.
+        self.health: dict[str, TritonError | None] = {}
+        self.health_delay = 0.0
+        self.health_checks: list[str] = []
+        self.health_cancelled = 0
 
     async def server_ready(self):
         return self.ready
@@ -127,6 +133,16 @@ class FakeTriton:
         except (GeneratorExit, asyncio.CancelledError):
             self.cancelled += 1
             raise
+
+    async def model_health(self, model):
+        self.health_checks.append(model)
+        try:
+            await asyncio.sleep(self.health_delay)
+        except asyncio.CancelledError:
+            self.health_cancelled += 1
+            raise
+        if self.health.get(model) is not None:
+            raise self.health[model]
 
     def _resp(self, n, texts, reasons, n_in, counts, outputs, final, tokens):
         out = {

@@ -141,13 +141,14 @@ class _FakeStreamServer:
     """Answers ModelStreamInfer: generation requests get a response every 10 ms until they
     are cancelled (or `final_after` responses, the last one final), or with `error` in
     the stream; abort requests (the vLLM backend's parameter) are recorded and get an
-    empty final response."""
+    empty final response, as do health checks (or `error`)."""
 
     def __init__(self, final_after=None, error=None):
         from tritonclient.grpc import service_pb2_grpc
 
         self.final_after, self.error = final_after, error
         self.aborted: list[str] = []
+        self.health_asked: list[str] = []
         fake = self
 
         class Servicer(service_pb2_grpc.GRPCInferenceServiceServicer):
@@ -165,6 +166,12 @@ class _FakeStreamServer:
                     if target is not None:
                         fake.aborted.append(target.string_param)
                         yield reply(True)
+                        continue
+                    health = request.parameters.get("vllm_health_check")
+                    if health is not None and health.bool_param:
+                        fake.health_asked.append(request.model_name)
+                        yield (service_pb2.ModelStreamInferResponse(error_message=fake.error)
+                               if fake.error is not None else reply(True))
                         continue
                     if fake.error is not None:
                         yield service_pb2.ModelStreamInferResponse(error_message=fake.error)
@@ -247,3 +254,27 @@ def test_grpc_client_reads_the_kind_of_an_error_in_the_stream(sent, message, sta
 
     err = asyncio.run(main())
     assert (err.status, err.message) == (status, message)
+
+
+@pytest.mark.parametrize("error, status", [
+    (None, None),
+    ("[unavailable] the vLLM engine of model 'm' died; the server cannot serve it until it "
+     "is restarted", 503),
+    ("Stub process 'm_0_0' is not healthy.", 503),
+])
+def test_grpc_client_asks_the_backends_health_check(error, status):
+    from triton_openai.triton.client import TritonError
+    from triton_openai.triton.grpc_client import GrpcTritonClient
+
+    async def main():
+        async with _FakeStreamServer(error=error) as fake:
+            client = GrpcTritonClient(f"127.0.0.1:{fake.port}")
+            try:
+                await client.model_health("m")
+                got = None
+            except TritonError as err:
+                got = err.status
+            await client.close()
+            return got, fake.health_asked
+
+    assert asyncio.run(main()) == (status, ["m"])

@@ -22,6 +22,7 @@ from .embeddings import router as embeddings_router
 from .embeddings.serving import EmbeddingsServing
 from .generation import GenerationService
 from .health import router as health_router
+from .health.model_watch import ModelWatch
 from .health.serving import HealthServing
 from .health.warmup import Warmup
 from .middleware import AccessMiddleware, ApiKeyMiddleware, BodyLimitMiddleware
@@ -35,6 +36,7 @@ from .tokenization import router as tokenization_router
 from .tokenization.serving import TokenizationServing
 from .tokenizers import TokenizerCache
 from .triton import TritonClient, create_client
+from .triton.health_check import ask_health
 
 
 def build_app(config: FrontendConfig, client: TritonClient | None = None) -> FastAPI:
@@ -50,11 +52,14 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
         # comes during the import must not wait seconds for it.
         threading.Thread(target=Warmup.import_libraries, name="import-libraries",
                          daemon=True).start()
-        preparing = asyncio.ensure_future(app.state.health.prepare())
+        background = [asyncio.ensure_future(app.state.health.prepare())]
+        if app.state.model_watch is not None:  # each model's health, until the shutdown
+            background.append(asyncio.ensure_future(app.state.model_watch.run()))
         yield
-        preparing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await preparing
+        for task in background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         # The drain (shutdown/) has ended or cut every request before this runs.
         await app.state.triton.close()
 
@@ -80,6 +85,9 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     app.state.embeddings = EmbeddingsServing(client, catalog)
     app.state.tokenization = TokenizationServing(generation, config.chat_template)
     app.state.drain = drain
+    ask = ask_health(client)
+    app.state.model_watch = (ModelWatch(ask, catalog, registry, config.model_health_interval)
+                             if ask is not None and config.model_health_interval > 0 else None)
     app.state.health = HealthServing(client, catalog, registry, config.triton_metrics_url,
                                      Warmup(generation, config.chat_template), drain)
 

@@ -12,7 +12,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from .errors import BadRequestError, ModelNotFoundError
+from .errors import BadRequestError, ModelNotFoundError, ServiceUnavailableError
 from .triton import vllm_contract as wire
 from .triton.client import ModelInfo, TritonClient
 
@@ -81,6 +81,9 @@ class ModelCatalog:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task | None = None
         self._created = int(time.time())
+        # Triton models found unable to serve, and why (health/model_watch.py keeps it):
+        # requests for them are answered here, without a trip to Triton.
+        self.dead: dict[str, str] = {}
 
     async def refresh(self, force: bool = False) -> dict[str, ServedModel]:
         """The served models; refetched when older than max_age, or when forced.
@@ -118,6 +121,8 @@ class ModelCatalog:
         return list((await self.refresh()).values())
 
     async def get(self, model_id: str, runner: str | None = None) -> ServedModel:
+        """The model a request names; with `runner`, one the request will run on, which
+        a dead model is not (503)."""
         models = await self.refresh()
         model = models.get(model_id)
         if model is None and time.monotonic() - self._fetched > 1.0:
@@ -129,4 +134,7 @@ class ModelCatalog:
         if runner is not None and model.runner != runner:
             kind = "embedding" if runner == wire.POOLING else "text generation"
             raise BadRequestError(f"The model `{model_id}` does not serve {kind}.", param="model")
+        if runner is not None and model.triton_name in self.dead:
+            raise ServiceUnavailableError(
+                f"The model `{model_id}` cannot serve now: {self.dead[model.triton_name]}")
         return model

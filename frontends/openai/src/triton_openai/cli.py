@@ -27,6 +27,16 @@ def positive_seconds(value: str) -> float:
     return seconds
 
 
+def seconds_or_off(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise argparse.ArgumentTypeError(f"a number of seconds (0 for off), not {value!r}")
+    return seconds
+
+
 def parse_served_names(values: list[str]) -> dict[str, list[str]]:
     """TRITON=NAME[,ALIAS...], repeatable: a model's public names, in the order given."""
     out: dict[str, list[str]] = {}
@@ -94,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long an idle keep-alive connection stays open; keep it above "
                         "your clients' and load balancer's idle timeouts (or set "
                         f"${KEEP_ALIVE_ENV}; default: %(default)s)")
+    p.add_argument("--model-health-interval", type=seconds_or_off,
+                   default=d.model_health_interval, metavar="SECONDS",
+                   help="how often each served model is asked whether its engine is alive; "
+                        "a dead one makes /health/ready 503 and its requests are refused "
+                        "with 503 at once (0: never ask; default: %(default)s)")
     p.add_argument("--responses-store-size", type=int, default=d.responses_store_size, metavar="N",
                    help="responses kept in memory for GET /v1/responses/{id} and "
                         "previous_response_id, least recently used dropped first; 0 keeps none "
@@ -119,6 +134,7 @@ def config_from_args(args: argparse.Namespace) -> FrontendConfig:
         generation_config=args.generation_config, compact_json=args.compact_json,
         shutdown_timeout=args.shutdown_timeout,
         keep_alive_timeout=args.timeout_keep_alive,
+        model_health_interval=args.model_health_interval,
         responses_store_size=args.responses_store_size)
 
 

@@ -1,4 +1,5 @@
-"""Readiness (Triton up, models served and prepared, not shutting down) and the metrics page."""
+"""Readiness (Triton up, models served, alive and prepared, not shutting down) and the
+metrics page."""
 
 from __future__ import annotations
 
@@ -46,6 +47,11 @@ class HealthServing:
         missing = [name for name in required if name not in names]
         if missing:
             return False, f"not serving {', '.join(missing)} (not READY in Triton, or not vLLM's)"
+        # Triton's readiness does not see a dead engine or stub: the model watch does.
+        dead = sorted({m.triton_name for m in models} & self.catalog.dead.keys())
+        if dead:
+            return False, "; ".join(f"model {name} cannot serve: {self.catalog.dead[name]}"
+                                    for name in dead)
         if self.warmup is not None:
             waiting = self.warmup.pending(models)
             if waiting:

@@ -134,7 +134,8 @@ KIND_STATUS = {wire.INVALID_ARGUMENT: 400, wire.UNAVAILABLE: 503, wire.INTERNAL:
 # a model it no longer knows.  Triton's errors carry no kind, some come with a status
 # that blames the request (a dead stub's is a 400) and inside a stream none has a
 # status, so only the words tell that these are the server's fault: 503, retry elsewhere.
-_TRITON_MODEL_GONE = ("is not healthy", "is unloading", "shutting down", "unknown model")
+STUB_NOT_HEALTHY = "is not healthy"
+_TRITON_MODEL_GONE = (STUB_NOT_HEALTHY, "is unloading", "shutting down", "unknown model")
 
 
 def model_error(message: str, status: int = 500) -> TritonError:
@@ -197,6 +198,14 @@ class TritonClient(Protocol):
 
         The iterator ends after the response flagged final.  Closing it early (a
         client that went away) must cancel the request in Triton.
+        """
+        ...
+
+    async def model_health(self, model: str) -> None:
+        """Ask a vLLM model whether it can serve (the backend's health check).
+
+        Returns when it can; raises TritonError with the answer when not.  Cancelling it
+        ends the request.  `health_check.ask_health` finds it (or the HTTP client's).
         """
         ...
 

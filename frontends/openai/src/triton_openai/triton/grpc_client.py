@@ -23,7 +23,7 @@ from .client import (
     TritonError,
     model_error,
 )
-from .vllm_contract import ABORT_PARAMETER
+from .vllm_contract import ABORT_PARAMETER, HEALTH_PARAMETER
 
 log = logging.getLogger("triton_openai.triton")
 
@@ -159,6 +159,25 @@ class GrpcTritonClient:
             call.cancel()
         except grpc.RpcError as err:
             log.debug("request %s: abort failed: %s", request_id, err)
+
+    async def model_health(self, model: str) -> None:
+        request = service_pb2.ModelInferRequest(model_name=model, id="health-check")
+        request.parameters[HEALTH_PARAMETER].bool_param = True
+        # A model that can serve answers with an empty final response (as to an abort).
+        request.parameters["triton_enable_empty_final_response"].bool_param = True
+        call = self._stub.ModelStreamInfer(iter((request,)))
+        try:
+            async for reply in call:
+                if reply.error_message:
+                    raise model_error(reply.error_message)
+                if _is_final(reply.infer_response):
+                    return
+        except grpc.RpcError as err:
+            raise _rpc_error(err) from None
+        finally:
+            if not call.done():
+                call.cancel()  # answered, or the caller gave up waiting
+        raise TritonError("Triton ended the health check without an answer", 500)
 
     async def close(self) -> None:
         await self._aborts.wait()

@@ -31,6 +31,14 @@ POOLING = "pooling"
 # --- abort: a request whose parameter of this name holds the Triton id to stop -------
 ABORT_PARAMETER = "vllm_abort_request_id"
 
+# --- health: a request whose parameter of this name is true generates nothing ----------
+# The model answers it at once: an empty final response while its engine runs, an
+# UNAVAILABLE error whose text holds DEAD_PHRASE once the engine died (the backend's
+# health.py).  DEAD_PHRASE is what tells a dead engine from a model that is unavailable
+# for a while (unloading), which is answered UNAVAILABLE too.
+HEALTH_PARAMETER = "vllm_health_check"
+DEAD_PHRASE = "cannot serve it until it is restarted"
+
 # --- errors: the kind that leads the text of each error the backend sends ------------
 # The request's fault: a bad sampling parameter, an unknown LoRA adapter, a prompt longer
 # than the context, anything vLLM's validation refuses.

@@ -1,0 +1,249 @@
+"""The model watch (health/model_watch.py): a model whose engine or stub died makes
+readiness 503 and its requests are refused by the frontend itself, within 2 s; a model
+that is only slow is not dead until it misses 3 checks in a row; one that answers again
+is served again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+from openai_fakes import FakeTriton
+from prometheus_client import CollectorRegistry
+
+from triton_openai import FrontendConfig, build_app
+from triton_openai.catalog import ModelCatalog
+from triton_openai.cli import build_parser, config_from_args
+from triton_openai.health.model_watch import ModelWatch
+from triton_openai.triton import vllm_contract as wire
+from triton_openai.triton.client import TritonError, model_error
+from triton_openai.triton.health_check import ask_health
+from triton_openai.triton.http_client import HttpTritonClient
+
+# What the frontend reads from Triton when the vLLM engine died (the backend's words,
+# tagged unavailable), and for a dead stub (Triton's own words, with the 400 it comes with).
+ENGINE_DEAD = model_error("[unavailable] the vLLM engine of model 'llm' died (EngineDeadError: "
+                          f"EngineCore encountered an issue); the server {wire.DEAD_PHRASE}")
+STUB_DEAD = model_error("Stub process 'llm_0_0' is not healthy.", 400)
+CHAT = {"model": "llm", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+def _wait_for(c, path, status, within):
+    """The response of `path` once it answers `status`, and how long that took."""
+    started = time.monotonic()
+    while True:
+        r = c.get(path)
+        took = time.monotonic() - started
+        if r.status_code == status or took > within:
+            assert r.status_code == status, f"{path}: {r.status_code} {r.text} after {took:.1f} s"
+            return r, took
+        time.sleep(0.02)
+
+
+def _metric(c, line_start):
+    lines = [line for line in c.get("/metrics").text.splitlines() if line.startswith(line_start)]
+    return float(lines[0].rsplit(" ", 1)[1]) if lines else None
+
+
+@pytest.mark.parametrize("answer", [ENGINE_DEAD, STUB_DEAD], ids=["engine", "stub"])
+def test_a_dead_answer_refuses_the_model_within_2_s_without_asking_triton(make_client, answer):
+    fake = FakeTriton()
+    c = make_client(fake=fake)
+    _wait_for(c, "/health/ready", 200, within=5)
+    fake.health["llm"] = answer
+    r, took = _wait_for(c, "/health/ready", 503, within=2)
+    assert r.json()["status"].startswith("model llm cannot serve: ") and took < 2
+    for path, body in [("/v1/chat/completions", CHAT),
+                       ("/v1/completions", {"model": "llm", "prompt": "a", "max_tokens": 2}),
+                       ("/v1/chat/completions", dict(CHAT, stream=True))]:
+        r = c.post(path, json=body)
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"]
+        error = r.json()["error"]
+        assert error["type"] == "service_unavailable" and "`llm` cannot serve" in error["message"]
+    assert fake.requests == [], "a request for the dead model reached Triton"
+    # The other model is served as before; the list still shows the dead one.
+    assert c.post("/v1/embeddings", json={"model": "embed", "input": "a"}).status_code == 200
+    assert c.get("/v1/models/llm").status_code == 200
+    assert _metric(c, 'openai_frontend_model_healthy{model="llm"}') == 0
+    assert _metric(c, 'openai_frontend_model_healthy{model="embed"}') == 1
+    assert _metric(c, 'openai_frontend_model_deaths_total{model="llm"}') == 1
+
+
+def test_a_model_that_answers_again_is_served_again(make_client):
+    fake = FakeTriton()
+    c = make_client(fake=fake)
+    _wait_for(c, "/health/ready", 200, within=5)
+    fake.health["llm"] = ENGINE_DEAD
+    _wait_for(c, "/health/ready", 503, within=2)
+    assert c.post("/v1/chat/completions", json=CHAT).status_code == 503
+    fake.health["llm"] = None  # e.g. the model reloaded in Triton
+    _wait_for(c, "/health/ready", 200, within=2)
+    assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+    assert _metric(c, 'openai_frontend_model_healthy{model="llm"}') == 1
+    assert _metric(c, 'openai_frontend_model_deaths_total{model="llm"}') == 1
+
+
+def _watch(fake, timeout=0.05):
+    catalog = ModelCatalog(fake)
+    return ModelWatch(fake.model_health, catalog, CollectorRegistry(), 0.01, timeout), catalog
+
+
+@pytest.mark.parametrize("answer", [ENGINE_DEAD, STUB_DEAD], ids=["engine", "stub"])
+def test_one_dead_answer_is_enough(answer):
+    fake = FakeTriton()
+    fake.health["llm"] = answer
+
+    async def main():
+        watch, catalog = _watch(fake)
+        await watch._check("llm")
+        return catalog.dead
+
+    assert asyncio.run(main()) == {"llm": answer.message}
+
+
+@pytest.mark.parametrize("failure", ["timeout", "unreachable"])
+def test_a_slow_or_unreachable_model_is_dead_only_after_3_misses_in_a_row(failure):
+    fake = FakeTriton()
+    if failure == "timeout":
+        fake.health_delay = 10  # busy: no answer within the check's timeout
+    else:
+        fake.health["llm"] = TritonError("cannot reach Triton at triton:8000: refused", 503)
+
+    async def main():
+        watch, catalog = _watch(fake)
+        for _ in range(2):
+            await watch._check("llm")
+        alive_before = "llm" not in catalog.dead
+        fake.health_delay, fake.health["llm"] = 0, None
+        await watch._check("llm")  # an answer in between starts the count again
+        fake.health["llm"] = TritonError("timed out", 503)
+        for _ in range(2):
+            await watch._check("llm")
+        alive_again = "llm" not in catalog.dead
+        await watch._check("llm")
+        return alive_before, alive_again, catalog.dead.get("llm", "")
+
+    alive_before, alive_again, why = asyncio.run(main())
+    assert alive_before and alive_again
+    assert why == "timed out (3 health checks in a row)"
+
+
+def test_a_model_that_does_not_take_the_health_check_is_not_called_dead():
+    # A Triton model of another vLLM backend: Triton refuses a request without its inputs.
+    fake = FakeTriton()
+    fake.health["llm"] = TritonError("expected 1 inputs but got 0 inputs for model 'llm'", 400)
+
+    async def main():
+        watch, catalog = _watch(fake)
+        for _ in range(4):
+            await watch._start_checks()
+            await asyncio.sleep(0.02)
+        return catalog.dead, fake.health_checks.count("llm"), fake.health_checks.count("embed")
+
+    dead, llm_checks, embed_checks = asyncio.run(main())
+    assert dead == {} and llm_checks == 1 and embed_checks == 4
+
+
+def test_the_flag_sets_the_interval_or_turns_the_watch_off(make_client):
+    assert build_parser().parse_args([]).model_health_interval == 0.5
+    assert build_parser().parse_args(["--model-health-interval", "2"]).model_health_interval == 2
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--model-health-interval", "-1"])
+    off = config_from_args(build_parser().parse_args(["--model-health-interval", "0",
+                                                      "--triton-metrics-url", ""]))
+    fake = FakeTriton()
+    fake.health["llm"] = ENGINE_DEAD
+    c = make_client(off, fake=fake)
+    _wait_for(c, "/health/ready", 200, within=5)
+    time.sleep(0.6)
+    assert fake.health_checks == [] and c.get("/health/ready").status_code == 200
+    assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
+
+
+def test_a_check_in_flight_does_not_hold_up_the_shutdown():
+    fake = FakeTriton()
+    fake.health_delay = 60  # a model that never answers
+    with TestClient(build_app(FrontendConfig(triton_metrics_url=None), client=fake)):
+        deadline = time.monotonic() + 5
+        while not fake.health_checks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert fake.health_checks, "the watch never asked"
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < 1
+    assert fake.health_cancelled >= 1 and fake.closed
+
+
+# --- the health request over Triton's HTTP endpoint ---------------------------------
+
+class _TritonGenerate:
+    """Answers POST /v2/models/NAME/generate with `status` and `body`, or never when
+    `body` is None; records the requests and whether a connection was closed on it."""
+
+    def __init__(self, status=200, body=b'{"model_name":"llm","model_version":"1"}'):
+        self.status, self.body = status, body
+        self.requests: list[tuple[str, dict]] = []
+        self.dropped = asyncio.Event()
+
+    async def __aenter__(self):
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc):
+        self.server.close()
+
+    async def _serve(self, reader, writer):
+        while True:
+            try:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode()
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            length = int(head.lower().split("content-length: ")[1].split("\r\n")[0])
+            self.requests.append((head.split(" ")[1], json.loads(await reader.readexactly(length))))
+            if self.body is None:
+                if await reader.read(1) == b"":
+                    self.dropped.set()
+                return
+            writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (self.status, len(self.body), self.body))
+
+
+@pytest.mark.parametrize("status, body, error", [
+    (200, b'{"model_name":"llm","model_version":"1"}', None),
+    (400, json.dumps({"error": f"[unavailable] engine died; the server {wire.DEAD_PHRASE}"}),
+     (503, f"engine died; the server {wire.DEAD_PHRASE}")),
+    (400, b'{"error":"Stub process \'llm_0_0\' is not healthy."}',
+     (503, "Stub process 'llm_0_0' is not healthy.")),
+])
+def test_the_http_client_asks_the_backends_health_check(status, body, error):
+    async def main():
+        async with _TritonGenerate(status, body if isinstance(body, bytes) else body.encode()) as t:
+            client = HttpTritonClient(t.url)
+            ask = ask_health(client)
+            try:
+                await ask("llm")
+                got = None
+            except TritonError as err:
+                got = (err.status, err.message)
+            await client.close()
+            return got, t.requests
+
+    got, requests = asyncio.run(main())
+    assert got == error
+    assert requests == [("/v2/models/llm/generate", {"parameters": {wire.HEALTH_PARAMETER: True}})]
+
+
+def test_an_http_health_check_given_up_on_closes_its_connection():
+    async def main():
+        async with _TritonGenerate(body=None) as t:
+            client = HttpTritonClient(t.url)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(ask_health(client)("llm"), 0.2)
+            await asyncio.wait_for(t.dropped.wait(), 2)
+            await client.close()
+
+    asyncio.run(main())
