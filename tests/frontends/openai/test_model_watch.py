@@ -20,7 +20,6 @@ from triton_openai.cli import build_parser, config_from_args
 from triton_openai.health.model_watch import ModelWatch
 from triton_openai.triton import vllm_contract as wire
 from triton_openai.triton.client import TritonError, model_error
-from triton_openai.triton.health_check import ask_health
 from triton_openai.triton.http_client import HttpTritonClient
 
 # What the frontend reads from Triton when the vLLM engine died (the backend's words,
@@ -223,7 +222,7 @@ def test_the_http_client_asks_the_backends_health_check(status, body, error):
     async def main():
         async with _TritonGenerate(status, body if isinstance(body, bytes) else body.encode()) as t:
             client = HttpTritonClient(t.url)
-            ask = ask_health(client)
+            ask = client.model_health
             try:
                 await ask("llm")
                 got = None
@@ -242,7 +241,7 @@ def test_an_http_health_check_given_up_on_closes_its_connection():
         async with _TritonGenerate(body=None) as t:
             client = HttpTritonClient(t.url)
             with pytest.raises(TimeoutError):
-                await asyncio.wait_for(ask_health(client)("llm"), 0.2)
+                await asyncio.wait_for(client.model_health("llm"), 0.2)
             await asyncio.wait_for(t.dropped.wait(), 2)
             await client.close()
 

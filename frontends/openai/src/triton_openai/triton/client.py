@@ -205,7 +205,7 @@ class TritonClient(Protocol):
         """Ask a vLLM model whether it can serve (the backend's health check).
 
         Returns when it can; raises TritonError with the answer when not.  Cancelling it
-        ends the request.  `health_check.ask_health` finds it (or the HTTP client's).
+        ends the request.
         """
         ...
 

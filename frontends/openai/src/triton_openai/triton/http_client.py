@@ -32,12 +32,13 @@ from .client import (
     Values,
     model_error,
 )
-from .vllm_contract import ABORT_PARAMETER
+from .vllm_contract import ABORT_PARAMETER, HEALTH_PARAMETER
 
 log = logging.getLogger("triton_openai.triton")
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder().encode
+_HEALTH_BODY = _encode({"parameters": {HEALTH_PARAMETER: True}})
 
 # Fields of a generate response that are not model outputs.
 _RESPONSE_FIELDS = frozenset({"model_name", "model_version", "id", "parameters"})
@@ -403,6 +404,21 @@ class HttpTritonClient:
                 self._release(conn)
         except (TimeoutError, TritonError) as err:
             log.debug("request %s: abort failed: %r", request_id, err)
+
+    async def model_health(self, model: str) -> None:
+        """The vLLM backend's health check, on Triton's `generate` endpoint: returns when
+        the model can serve, raises TritonError with its answer when not."""
+        conn = await self._open("POST", f"/v2/models/{quote(model)}/generate", _HEALTH_BODY,
+                                False)
+        try:
+            reply = await conn.body()
+        except BaseException:
+            conn.close()  # the caller gave up waiting: the connection cannot be reused
+            raise
+        self._release(conn)
+        # Triton answers a model's error with a 400 whatever its kind; model_error reads it.
+        if conn.status != 200 or b'"error"' in reply:
+            raise _status_error(conn.status, reply)
 
     async def close(self) -> None:
         await self._aborts.wait()
