@@ -280,6 +280,37 @@ def test_a_client_that_leaves_has_its_request_aborted_in_vllm(serve):
     assert responses[-1] is None  # the final flag alone: nobody reads an answer
 
 
+class CountingSender(pb.ResponseSender):
+    """Counts the asks: each is a round trip to tritonserver in the real stub."""
+
+    def __init__(self):
+        super().__init__()
+        self.asks = 0
+
+    def is_cancelled(self) -> bool:
+        self.asks += 1
+        return super().is_cancelled()
+
+
+def test_clients_are_asked_whether_they_left_a_few_times_a_second_not_per_poll(serve,
+                                                                            model_module):
+    engine = FakeEngine(steps=("He",), hold=True)
+    model = serve(engine)
+    request = generate_request()
+    request.sender = CountingSender()
+    model.execute([request])
+    assert engine.running.wait(5)
+    time.sleep(1.0)
+    # The poller wakes every POLL_S (20 times a second) for the engine's health, but
+    # asks each client at most every CANCEL_POLL_S.
+    assert 1 <= request.sender.asks <= 1.0 / model_module.CANCEL_POLL_S + 2
+    left = time.monotonic()
+    request.sender.cancelled = True
+    assert request.sender.wait()[-1] is None
+    assert time.monotonic() - left < model_module.CANCEL_POLL_S + 0.5
+    assert engine.aborted == engine.started
+
+
 def test_an_abort_request_stops_the_running_request_with_that_id(serve):
     engine = FakeEngine(steps=("He",), hold=True)
     model = serve(engine)
