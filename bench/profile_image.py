@@ -4,6 +4,7 @@
     eval "$(scripts/setup_host.sh)"
     python bench/profile_image.py --image tritonserver-vllm:24.10-cpu [--concurrency 16]
         [--output-tokens 64] [--rounds 3] [--py-spy PATH/TO/py-spy]
+        [--before-image tritonserver-vllm:OLDER]
 
 Each round starts each server in turn (our entrypoint: frontend + tritonserver + the vLLM
 backend's stub; then vLLM's own OpenAI server from the same image; the order alternates
@@ -16,6 +17,8 @@ inter-token latency).  The serving side is the stub, tritonserver and the fronte
 ours, vLLM's API server for vLLM; the engine core and its worker are listed but not
 counted (the model's compute, the same code in both).  The report gives the median of the
 rounds (lowest-highest) and each figure's ratio to vLLM's server, taken within a round.
+With --before-image, each round also runs our entrypoint from that image (targets named
+`before-...`): a change's before and after, side by side with vLLM's server in one run.
 
 With --py-spy, it also samples the Python processes during a second run of the level in
 the first round (py-spy record, non-blocking, Python frames only, from this host: run as
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -41,7 +45,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_openai as bench  # noqa: E402
 
-from qa.common.image_servers import MODEL, image_model_json, run_container  # noqa: E402
+from qa.common.image_servers import (  # noqa: E402
+    MODEL,
+    Container,
+    image_model_json,
+    run_container,
+    start_container,
+    wait_ready,
+)
 from tritonbuild.hostenv import docker_binary  # noqa: E402
 
 # What each process of a container is, from its command line.
@@ -193,7 +204,14 @@ def parser() -> argparse.ArgumentParser:
                    help="an extra `docker run` argument (--docker-arg=-v --docker-arg=SRC:DST)")
     p.add_argument("--ours-docker-arg", action="append", default=[], metavar="ARG",
                    help="an extra `docker run` argument for our container only")
-    p.add_argument("--servers", default="ours,vllm", help="which containers: ours, vllm")
+    p.add_argument("--servers", default="ours,vllm",
+                   help="which containers: ours, vllm (and before, with --before-image)")
+    p.add_argument("--together", action="store_true",
+                   help="start every container once, together, and keep them up: the "
+                        "rounds then alternate loads, not starts (more rounds a minute)")
+    p.add_argument("--before-image", default=None, metavar="IMAGE",
+                   help="also run our server from this image in each round (targets "
+                        "before-openai-chat, before-triton): a change's before and after")
     return p
 
 
@@ -207,33 +225,73 @@ def main(argv=None) -> int:
               "output_tokens": args.output_tokens, "requests": requests,
               "rounds": args.rounds, "nproc": os.cpu_count(), "runs": []}
     kinds = args.servers.split(",")
-    for r in range(args.rounds):
-        for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
-            extra = args.docker_arg + (args.ours_docker_arg if kind == "ours" else [])
-            with run_container(args.image, kind, model_json, docker_args=extra) as box:
-                pids = container_processes(box.id)
-                for _, name, port, request in [x for x in PLAN if x[0] == kind]:
-                    make = request(box.urls[port], MODEL, args.output_tokens)
-                    level, us, threads = profile_level(name, make, args.concurrency, requests,
-                                                       pids)
-                    row = level.row()
-                    run = {"round": r + 1, "target": name,
-                           "tokens_per_s": round(level.tokens_per_s, 1),
-                           "ttft_p50_ms": row["ttft_p50_ms"], "tpot_p50_ms": row["tpot_p50_ms"],
-                           "itl_p50_ms": row["itl_p50_ms"], "errors": level.errors,
-                           "cpu_us_per_token": us, **serving_figures(us),
-                           "threads_us_per_token": threads}
-                    if args.py_spy and r == 0:
-                        run["py_spy"] = sample(args, name, make, requests, pids, out_dir)
-                    report["runs"].append(run)
-                    print(json.dumps({k: v for k, v in run.items()
-                                      if k != "threads_us_per_token"}),
-                          file=sys.stderr, flush=True)
+    if args.before_image and "before" not in kinds:
+        kinds.append("before")
+    with contextlib.ExitStack() as stack:
+        boxes = {}
+        if args.together:
+            boxes = start_all(stack, args, kinds, model_json)
+        for r in range(args.rounds):
+            for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+                with contextlib.ExitStack() as this_round:
+                    box = boxes.get(kind) or this_round.enter_context(
+                        run_container(*container_of(args, kind), model_json,
+                                      docker_args=docker_args_of(args, kind)))
+                    report["runs"] += profile_server(args, kind, box, r, requests, out_dir)
     report["summary"] = summarize(report["runs"])
     (out_dir / "profile.json").write_text(json.dumps(report, indent=2))
     print(cpu_table(report))
     print(f"\nwritten to {out_dir}", file=sys.stderr)
     return 0
+
+
+def container_of(args, kind: str) -> tuple[str, str]:
+    """(image, server kind) of a container of the run."""
+    return (args.before_image, "ours") if kind == "before" else (args.image, kind)
+
+
+def docker_args_of(args, kind: str) -> list[str]:
+    return args.docker_arg + (args.ours_docker_arg if kind != "vllm" else [])
+
+
+def start_all(stack: contextlib.ExitStack, args, kinds: list[str], model_json: dict) -> dict:
+    """Every container of the run, started together and kept up until the end."""
+    started = {}
+    for kind in kinds:
+        image, server = container_of(args, kind)
+        box, checks = start_container(image, server, model_json,
+                                      docker_args=docker_args_of(args, kind))
+        stack.callback(box.stop, timeout=0)
+        started[kind] = (box, checks)
+    boxes = {}
+    for kind, (box, checks) in started.items():
+        ready_s = wait_ready(box, checks, timeout=600)
+        boxes[kind] = Container(box.cid, {name: box.url(name) for name in checks}, ready_s)
+    return boxes
+
+
+def profile_server(args, kind: str, box, r: int, requests: int, out_dir: Path) -> list[dict]:
+    """One round's load levels on one container, with its processes' CPU time."""
+    runs = []
+    pids = container_processes(box.id)
+    server = container_of(args, kind)[1]
+    for _, target, port, request in [x for x in PLAN if x[0] == server]:
+        name = f"before-{target}" if kind == "before" else target
+        make = request(box.urls[port], MODEL, args.output_tokens)
+        level, us, threads = profile_level(name, make, args.concurrency, requests, pids)
+        row = level.row()
+        run = {"round": r + 1, "target": name,
+               "tokens_per_s": round(level.tokens_per_s, 1),
+               "ttft_p50_ms": row["ttft_p50_ms"], "tpot_p50_ms": row["tpot_p50_ms"],
+               "itl_p50_ms": row["itl_p50_ms"], "errors": level.errors,
+               "cpu_us_per_token": us, **serving_figures(us),
+               "threads_us_per_token": threads}
+        if args.py_spy and r == 0:
+            run["py_spy"] = sample(args, name, make, requests, pids, out_dir)
+        runs.append(run)
+        print(json.dumps({k: v for k, v in run.items() if k != "threads_us_per_token"}),
+              file=sys.stderr, flush=True)
+    return runs
 
 
 def sample(args, name, make, requests, pids, out_dir: Path) -> dict:

@@ -64,3 +64,20 @@ def test_the_readmes_profile_commands_take_these_flags():
     for argv in commands:
         args = profile.parser().parse_args(argv)  # exits on a flag the script lacks
         assert args.image
+
+
+def test_a_before_image_runs_our_server_from_it_under_targets_of_its_own():
+    args = profile.parser().parse_args(["--image", "new", "--before-image", "old",
+                                        "--ours-docker-arg=-e", "--ours-docker-arg=X=1"])
+    assert profile.container_of(args, "before") == ("old", "ours")
+    assert profile.container_of(args, "ours") == ("new", "ours")
+    assert profile.container_of(args, "vllm") == ("new", "vllm")
+    # Our server's extra arguments go to both of ours, never to vLLM's.
+    assert profile.docker_args_of(args, "before") == ["-e", "X=1"]
+    assert profile.docker_args_of(args, "vllm") == []
+    runs = [_run("before-openai-chat", 1, {STUB: 300.0}, 1000.0, 30.0),
+            _run("openai-chat", 1, {STUB: 150.0}, 1000.0, 30.0),
+            _run("vllm-chat", 1, {API: 100.0}, 1000.0, 30.0)]
+    summary = profile.summarize(runs)
+    assert summary["before-openai-chat"]["vs_vllm-chat"]["serving_us"]["median"] == 3.0
+    assert summary["openai-chat"]["vs_vllm-chat"]["serving_us"]["median"] == 1.5
