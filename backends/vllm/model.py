@@ -168,6 +168,7 @@ class TritonPythonModel:
         lean_engine.cache_vllm_envs(vllm.envs)
         lean_engine.drop_unread_prometheus_logger(engine)
         from vllm import SamplingParams
+        self._SamplingParams = SamplingParams
         self._sampling_fields = set(SamplingParams.__struct_fields__)
         # A vLLM without per-request stream intervals (the GPU image's 0.11) streams every
         # token, as before.
@@ -263,8 +264,13 @@ class TritonPythonModel:
 
     def _read_request(self, request) -> GenerateJob | EmbedJob:
         """Everything the request says, read now (tensors are not valid later)."""
+        # One walk over the inputs: the stub makes every input tensor anew (a BYTES one
+        # deserialized in Python) on each request.inputs(), which
+        # pb_utils.get_input_tensor_by_name calls for every name it is asked.
+        tensors = {tensor.name(): tensor for tensor in request.inputs()}
+
         def get(name):
-            tensor = pb_utils.get_input_tensor_by_name(request, name)
+            tensor = tensors.get(name)
             return None if tensor is None else tensor.as_numpy()
 
         prompt, wanted = jobs.read_prompt(get), jobs.read_wanted(get)
@@ -284,7 +290,9 @@ class TritonPythonModel:
 
     def _sampling_params(self, raw, stream, need_logprobs=False):
         from triton_vllm_backend.compat import SAMPLING_ERRORS
-        from vllm import SamplingParams
+        # Not `from vllm import SamplingParams` here: vLLM's package resolves that name
+        # with importlib on every import, a tenth of the stub's Python time per request.
+        SamplingParams = self._SamplingParams  # noqa: N806 - vLLM's class
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         kwargs = params.parse_sampling_parameters(raw, self._sampling_fields)

@@ -76,10 +76,14 @@ class ResponseSender:
 class InferenceRequest:
     def __init__(self, inputs: dict[str, np.ndarray] | None = None, request_id: str = "",
                  parameters: dict | None = None):
-        self.inputs = inputs or {}
+        self.tensors = inputs or {}  # name -> value, as the test gave them
         self._id = request_id
         self._parameters = json.dumps(parameters or {})
         self.sender = ResponseSender()
+
+    def inputs(self) -> list[Tensor]:
+        """A new Tensor per input each call, as the stub makes them."""
+        return [Tensor(name, value) for name, value in self.tensors.items()]
 
     def request_id(self) -> str:
         return self._id
@@ -92,8 +96,11 @@ class InferenceRequest:
 
 
 def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:
-    value = request.inputs.get(name)
-    return None if value is None else Tensor(name, value)
+    # As pb_utils does: a walk over all of request.inputs().
+    for tensor in request.inputs():
+        if tensor.name() == name:
+            return tensor
+    return None
 
 
 def using_decoupled_model_transaction_policy(model_config: dict) -> bool:

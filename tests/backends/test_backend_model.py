@@ -204,6 +204,24 @@ def test_a_stream_sends_each_step_then_the_last_as_final(serve):
     assert set(responses[-1].outputs) == {"text_output", "finish_reason"}  # only those asked
 
 
+def test_a_request_s_inputs_are_made_once(serve):
+    """The stub makes every input tensor anew on each request.inputs() (deserializing the
+    BYTES ones in Python): the model walks them once, not once per input it looks for."""
+    calls = []
+
+    class Counted(pb.InferenceRequest):
+        def inputs(self):
+            calls.append(1)
+            return super().inputs()
+
+    model = serve(FakeEngine())
+    request = Counted(generate_request(sampling_parameters=text('{"max_tokens": 2}'),
+                                       return_num_output_tokens=switch(True)).tensors)
+    model.execute([request])
+    request.sender.wait()
+    assert len(calls) == 1
+
+
 def test_a_complete_answer_repeats_the_prompt_unless_excluded(serve):
     model = serve(FakeEngine(steps=("llo",)))
     repeated = generate_request(stream=False)
@@ -229,7 +247,7 @@ def test_a_bad_request_gets_its_error_and_the_model_goes_on(serve, inputs, messa
     model = serve(FakeEngine(steps=("ok",)))
     engine = model.engine
     bad = generate_request(**inputs)
-    bad.inputs = {k: v for k, v in bad.inputs.items() if v is not None}
+    bad.tensors = {k: v for k, v in bad.tensors.items() if v is not None}
     good = generate_request()
     model.execute([bad, good])
     [error] = bad.sender.wait()
