@@ -209,6 +209,7 @@ class TritonPythonModel:
         # Triton, and a client that leaves after that is never flagged as cancelled.
         self._requests = RequestsInFlight()
         self._streams = 0  # streaming requests in flight, counted on the loop
+        self._recent_streams = coalesce.RecentPeak()
         self._max_interval = 1
         self._death: BaseException | None = None  # what the engine died of
         self._death_handled = False
@@ -370,8 +371,8 @@ class TritonPythonModel:
             # Under load, more tokens per response (see coalesce.py); a client's own
             # stream_interval is kept as it asked.
             if self._max_interval > 1 and job.sampling.stream_interval is None:
-                job.sampling.stream_interval = coalesce.interval_for(self._streams,
-                                                                     self._max_interval)
+                load = self._recent_streams.observe(self._streams, self._loop.time())
+                job.sampling.stream_interval = coalesce.interval_for(load, self._max_interval)
             await self._generate_outputs(job, sender)
         finally:
             self._streams -= 1

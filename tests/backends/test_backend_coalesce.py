@@ -8,14 +8,14 @@ from triton_vllm_backend.engine_config import ConfigError
 
 
 @pytest.mark.parametrize(("streams", "largest", "expected"), [
-    (1, 4, 1), (4, 4, 1), (5, 4, 2), (8, 4, 2), (9, 4, 3), (13, 4, 4), (64, 4, 4),
-    (64, 1, 1), (64, 8, 8), (0, 4, 1)])
+    (1, 8, 1), (4, 8, 1), (5, 8, 2), (6, 8, 2), (7, 8, 3), (16, 8, 7), (17, 8, 8),
+    (64, 8, 8), (64, 4, 4), (64, 1, 1), (0, 8, 1)])
 def test_the_interval_grows_with_the_streams_in_flight(streams, largest, expected):
     assert coalesce.interval_for(streams, largest) == expected
 
 
-def test_the_parameter_wins_over_the_environment_and_defaults_to_four():
-    assert coalesce.max_interval({}, {}) == 4
+def test_the_parameter_wins_over_the_environment_and_defaults_to_eight():
+    assert coalesce.max_interval({}, {}) == 8
     assert coalesce.max_interval({}, {"STREAM_INTERVAL_MAX": "2"}) == 2
     assert coalesce.max_interval({"STREAM_INTERVAL_MAX": {"string_value": "1"}},
                                  {"STREAM_INTERVAL_MAX": "8"}) == 1
@@ -26,3 +26,24 @@ def test_a_bad_maximum_is_a_config_error(value):
     with pytest.raises(ConfigError, match=r"^STREAM_INTERVAL_MAX must be a whole number of at "
                                           rf"least 1 \(1 sends every token at once\), got '{value}'$"):
         coalesce.max_interval({"STREAM_INTERVAL_MAX": {"string_value": value}}, {})
+
+
+def test_the_load_is_the_recent_peak_so_a_wave_s_first_streams_share_in_it():
+    peak = coalesce.RecentPeak(window=1.0)
+    # A wave of 16 streams starts, one after the other.
+    assert [peak.observe(n, 0.0 + n / 1000) for n in range(1, 17)] == list(range(1, 17))
+    # It ends; the next wave's first streams start with few others in flight.
+    assert peak.observe(1, 0.9) == 16
+    assert peak.observe(2, 1.2) == 16  # a new window: the last one's peak still counts
+    assert peak.observe(1, 1.9) == 16
+    # Two windows later, the old peak is gone.
+    assert peak.observe(1, 2.3) == 2
+    assert peak.observe(1, 3.4) == 1
+
+
+def test_after_a_quiet_spell_a_lone_stream_gets_every_token():
+    peak = coalesce.RecentPeak(window=1.0)
+    assert peak.observe(16, 0.0) == 16
+    # Nothing started for more than two windows: the peak does not carry over.
+    assert peak.observe(1, 2.5) == 1
+    assert coalesce.interval_for(peak.observe(1, 2.6), 8) == 1

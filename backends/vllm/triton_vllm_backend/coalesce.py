@@ -9,6 +9,12 @@ once, the more tokens each response carries, through vLLM's per-request
 last with the end, and the ones between `interval` at a time.  Alone, or with a few
 others, a stream still gets every token as it comes.
 
+The load is the most streams in flight over the last second or two, not the count at
+the moment a stream starts: under a closed-loop load (a benchmark's fixed concurrency,
+clients that send again as soon as an answer ends) streams start and end in waves, and
+the first streams of each wave would otherwise see an idle instance and take every token
+alone, though the wave fills up a few milliseconds later.
+
 Pure (no Triton, no vLLM): model.py asks it once per streaming request.
 """
 
@@ -19,10 +25,16 @@ from .engine_config import ConfigError, parameter
 # The config.pbtxt parameter (or environment variable) with the largest interval; 1 turns
 # the coalescing off.
 MAX_INTERVAL_SETTING = "STREAM_INTERVAL_MAX"
-DEFAULT_MAX_INTERVAL = 4
-# Each this many streams in flight add a token to each response: up to 4 streams get every
-# token, 5-8 two at a time, ..., 13 and more four at a time (with the default maximum).
-STREAMS_PER_EXTRA_TOKEN = 4
+DEFAULT_MAX_INTERVAL = 8
+# Up to this many streams in flight (a stream itself included), every token goes out as
+# it comes: an instance this lightly loaded has CPU to spare for each.
+FREE_STREAMS = 4
+# Past that, each this many more streams add a token to each response: 5-6 streams get
+# two tokens at a time, 7-8 three, ..., 17 and more eight (with the default maximum).
+# Measured at 16 streams on 2 cores: four tokens a response left tritonserver and the
+# frontend at about half of vLLM's API server's CPU per token each; seven took them to
+# (see backends/vllm/README.md, "Where a streamed token's CPU goes").
+STREAMS_PER_EXTRA_TOKEN = 2
 
 
 def max_interval(params: dict, env: dict) -> int:
@@ -43,7 +55,28 @@ def max_interval(params: dict, env: dict) -> int:
     return number
 
 
+class RecentPeak:
+    """The most streams in flight seen over the last `window` to 2 x `window` seconds."""
+
+    def __init__(self, window: float = 1.0):
+        self._window = window
+        self._since = float("-inf")  # when the current window began
+        self._current = 0  # the peak of the current window
+        self._previous = 0  # the peak of the window before it
+
+    def observe(self, streams_in_flight: int, now: float) -> int:
+        """Note the streams in flight now; the recent peak, this count included."""
+        if now - self._since >= self._window:
+            # A window with no stream started at all leaves no peak to carry over.
+            recent = now - self._since < 2 * self._window
+            self._previous = self._current if recent else 0
+            self._current, self._since = 0, now
+        self._current = max(self._current, streams_in_flight)
+        return max(self._current, self._previous)
+
+
 def interval_for(streams_in_flight: int, largest: int) -> int:
     """Tokens per response for a stream that starts with `streams_in_flight` streams
     running, itself included."""
-    return max(1, min(largest, 1 + (streams_in_flight - 1) // STREAMS_PER_EXTRA_TOKEN))
+    extra = max(0, streams_in_flight - FREE_STREAMS + 1) // STREAMS_PER_EXTRA_TOKEN
+    return max(1, min(largest, 1 + extra))
