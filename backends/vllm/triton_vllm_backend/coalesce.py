@@ -31,9 +31,9 @@ DEFAULT_MAX_INTERVAL = 8
 FREE_STREAMS = 4
 # Past that, each this many more streams add a token to each response: 5-6 streams get
 # two tokens at a time, 7-8 three, ..., 17 and more eight (with the default maximum).
-# Measured at 16 streams on 2 cores: four tokens a response left tritonserver and the
-# frontend at about half of vLLM's API server's CPU per token each; seven took them to
-# (see backends/vllm/README.md, "Where a streamed token's CPU goes").
+# Measured at 16 streams on 2 cores, in one container: 4 -> 8 tokens a response took
+# tritonserver from 91 to 62 us of CPU per token, the frontend from 109 to 78 and the
+# stub from 256 to 214 (backends/vllm/README.md, "Streaming under load").
 STREAMS_PER_EXTRA_TOKEN = 2
 
 
