@@ -95,14 +95,6 @@ class InferenceRequest:
         return self.sender
 
 
-def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:
-    # As pb_utils does: a walk over all of request.inputs().
-    for tensor in request.inputs():
-        if tensor.name() == name:
-            return tensor
-    return None
-
-
 def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
     return bool(model_config.get("model_transaction_policy", {}).get("decoupled"))
 
