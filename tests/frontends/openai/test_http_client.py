@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from triton_openai.triton import vllm_contract as wire
 from triton_openai.triton.client import Tensor, TritonError
 from triton_openai.triton.http_client import HttpTritonClient
 
@@ -15,8 +16,9 @@ class FakeTritonHttp:
     """Speaks just enough HTTP/1.1: keep-alive, chunked SSE for generate_stream, JSON
     for the rest.  `events` are the SSE payloads of a generation; `batched` writes them
     all at once; `split` writes each event in two pieces; `forever` streams until the
-    client leaves; a `status` other than 200 answers with `error`.  Abort requests (the
-    vLLM backend's parameter) are recorded."""
+    client leaves; a `status` other than 200 answers with `error`, on generate_stream and
+    on generate (the vLLM backend's health request); `silent` answers neither.  Abort
+    requests (the vLLM backend's parameter) are recorded."""
 
     def __init__(self, events=(), batched=False, split=False, forever=False, status=200,
                  close_idle=False, silent=False, error="bad thing"):
@@ -60,6 +62,9 @@ class FakeTritonHttp:
             writer.close()
 
     async def _answer(self, method, path, body, reader, writer):
+        if path.endswith("/generate"):
+            await self._answer_generate(reader, writer)
+            return
         if not path.endswith("/generate_stream"):
             payload = {
                 "/v2/health/ready": b"",
@@ -79,9 +84,7 @@ class FakeTritonHttp:
                 self.left_early.set()
             return
         if self.status != 200:
-            payload = json.dumps({"error": self.error}).encode()
-            writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (self.status, len(payload), payload))
+            self._write_json(writer, self.status, {"error": self.error})
             return
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n")
@@ -109,6 +112,23 @@ class FakeTritonHttp:
             await writer.drain()
         except ConnectionError:
             self.left_early.set()
+
+
+    async def _answer_generate(self, reader, writer):
+        if self.silent:
+            if await reader.read(1) == b"":
+                self.left_early.set()
+            return
+        if self.status != 200:
+            self._write_json(writer, self.status, {"error": self.error})
+        else:
+            self._write_json(writer, 200, {"model_name": "llm", "model_version": "1"})
+
+    @staticmethod
+    def _write_json(writer, status: int, body: dict) -> None:
+        payload = json.dumps(body).encode()
+        writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (status, len(payload), payload))
 
 
 def run(coro):
@@ -393,3 +413,40 @@ def test_lists_models_with_their_config():
 def test_rejects_urls_it_cannot_serve(url):
     with pytest.raises(ValueError):
         HttpTritonClient(url)
+
+
+@pytest.mark.parametrize("status, error, raised", [
+    (200, None, None),
+    (400, f"[unavailable] engine died; the server {wire.DEAD_PHRASE}",
+     (503, f"engine died; the server {wire.DEAD_PHRASE}")),
+    (400, "Stub process 'llm_0_0' is not healthy.",
+     (503, "Stub process 'llm_0_0' is not healthy.")),
+])
+def test_model_health_asks_the_backends_health_check(status, error, raised):
+    async def main():
+        async with FakeTritonHttp(status=status, error=error) as t:
+            client = HttpTritonClient(t.url)
+            try:
+                await client.model_health("llm")
+                got = None
+            except TritonError as err:
+                got = (err.status, err.message)
+            await client.close()
+            return got, t.requests
+
+    got, requests = run(main())
+    assert got == raised
+    assert requests == [("POST /v2/models/llm/generate",
+                         {"parameters": {wire.HEALTH_PARAMETER: True}})]
+
+
+def test_a_health_check_given_up_on_closes_its_connection():
+    async def main():
+        async with FakeTritonHttp(silent=True) as t:
+            client = HttpTritonClient(t.url)
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(client.model_health("llm"), 0.2)
+            await asyncio.wait_for(t.left_early.wait(), 2)
+            await client.close()
+
+    run(main())

@@ -6,7 +6,6 @@ is served again."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 
 import pytest
@@ -20,7 +19,6 @@ from triton_openai.cli import build_parser, config_from_args
 from triton_openai.health.model_watch import ModelWatch
 from triton_openai.triton import vllm_contract as wire
 from triton_openai.triton.client import TritonError, model_error
-from triton_openai.triton.http_client import HttpTritonClient
 
 # What the frontend reads from Triton when the vLLM engine died (the backend's words,
 # tagged unavailable), and for a dead stub (Triton's own words, with the 400 it comes with).
@@ -174,75 +172,3 @@ def test_a_check_in_flight_does_not_hold_up_the_shutdown():
         stopping = time.monotonic()
     assert time.monotonic() - stopping < 1
     assert fake.health_cancelled >= 1 and fake.closed
-
-
-# --- the health request over Triton's HTTP endpoint ---------------------------------
-
-class _TritonGenerate:
-    """Answers POST /v2/models/NAME/generate with `status` and `body`, or never when
-    `body` is None; records the requests and whether a connection was closed on it."""
-
-    def __init__(self, status=200, body=b'{"model_name":"llm","model_version":"1"}'):
-        self.status, self.body = status, body
-        self.requests: list[tuple[str, dict]] = []
-        self.dropped = asyncio.Event()
-
-    async def __aenter__(self):
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, *exc):
-        self.server.close()
-
-    async def _serve(self, reader, writer):
-        while True:
-            try:
-                head = (await reader.readuntil(b"\r\n\r\n")).decode()
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return
-            length = int(head.lower().split("content-length: ")[1].split("\r\n")[0])
-            self.requests.append((head.split(" ")[1], json.loads(await reader.readexactly(length))))
-            if self.body is None:
-                if await reader.read(1) == b"":
-                    self.dropped.set()
-                return
-            writer.write(b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n%s" % (self.status, len(self.body), self.body))
-
-
-@pytest.mark.parametrize("status, body, error", [
-    (200, b'{"model_name":"llm","model_version":"1"}', None),
-    (400, json.dumps({"error": f"[unavailable] engine died; the server {wire.DEAD_PHRASE}"}),
-     (503, f"engine died; the server {wire.DEAD_PHRASE}")),
-    (400, b'{"error":"Stub process \'llm_0_0\' is not healthy."}',
-     (503, "Stub process 'llm_0_0' is not healthy.")),
-])
-def test_the_http_client_asks_the_backends_health_check(status, body, error):
-    async def main():
-        async with _TritonGenerate(status, body if isinstance(body, bytes) else body.encode()) as t:
-            client = HttpTritonClient(t.url)
-            ask = client.model_health
-            try:
-                await ask("llm")
-                got = None
-            except TritonError as err:
-                got = (err.status, err.message)
-            await client.close()
-            return got, t.requests
-
-    got, requests = asyncio.run(main())
-    assert got == error
-    assert requests == [("/v2/models/llm/generate", {"parameters": {wire.HEALTH_PARAMETER: True}})]
-
-
-def test_an_http_health_check_given_up_on_closes_its_connection():
-    async def main():
-        async with _TritonGenerate(body=None) as t:
-            client = HttpTritonClient(t.url)
-            with pytest.raises(TimeoutError):
-                await asyncio.wait_for(client.model_health("llm"), 0.2)
-            await asyncio.wait_for(t.dropped.wait(), 2)
-            await client.close()
-
-    asyncio.run(main())
