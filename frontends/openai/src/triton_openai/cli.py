@@ -17,21 +17,23 @@ SHUTDOWN_TIMEOUT_ENV = "TRITON_OPENAI_SHUTDOWN_TIMEOUT"
 KEEP_ALIVE_ENV = "TRITON_OPENAI_TIMEOUT_KEEP_ALIVE"
 
 
-def positive_seconds(value: str) -> float:
+def _seconds(value: str) -> float:
+    """The number given, NaN for words (which every bound below then refuses)."""
     try:
-        seconds = float(value)
+        return float(value)
     except ValueError:
-        seconds = -1.0
+        return float("nan")
+
+
+def positive_seconds(value: str) -> float:
+    seconds = _seconds(value)
     if not seconds > 0:
         raise argparse.ArgumentTypeError(f"a number of seconds above 0, not {value!r}")
     return seconds
 
 
 def seconds_or_off(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
+    seconds = _seconds(value)
     if not seconds >= 0:
         raise argparse.ArgumentTypeError(f"a number of seconds (0 for off), not {value!r}")
     return seconds
