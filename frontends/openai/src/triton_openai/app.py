@@ -84,7 +84,8 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     app.state.embeddings = EmbeddingsServing(client, catalog)
     app.state.tokenization = TokenizationServing(generation, config.chat_template)
     app.state.drain = drain
-    # A test's fake client may have no way to ask: then nothing is watched.
+    # A client written to the TritonClient protocol before it had model_health (a user's
+    # own transport) has no way to ask: then nothing is watched.
     ask = getattr(client, "model_health", None)
     app.state.model_watch = (ModelWatch(ask, catalog, registry, config.model_health_interval)
                              if ask is not None and config.model_health_interval > 0 else None)
