@@ -4,7 +4,9 @@ stopped with SIGTERM while streams are in flight."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
+import socket
 import time
 
 import httpx
@@ -12,7 +14,7 @@ from frontend_process import Frontend
 
 from qa.common.sse import aiter_events
 from triton_openai.shutdown import Drain
-from triton_openai.shutdown.server import EXIT_CUT
+from triton_openai.shutdown.server import EXIT_CUT, LINGER_S
 
 CHAT = {"model": "llm", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
@@ -97,6 +99,51 @@ def test_a_request_without_an_answer_yet_is_cut_with_a_503(frontend):
     r = asyncio.run(run())
     assert r.status_code == 503 and r.json()["error"]["code"] == "server_shutting_down"
     assert fe.proc.wait(15) == EXIT_CUT
+
+
+def _finished_stream_unread(port: int) -> socket.socket:
+    """A connection whose stream the server sent whole (its last chunk is in this socket's
+    buffer), kept open as a client that has not read it yet keeps it."""
+    body = json.dumps(dict(CHAT, max_tokens=5)).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(body), body))
+    got = b""
+    while not got.endswith(b"0\r\n\r\n"):  # the chunked body's end
+        chunk = sock.recv(65536)
+        assert chunk, got
+        got += chunk
+    assert b"[DONE]" in got, got
+    return sock
+
+
+def test_the_server_exits_once_its_clients_closed_their_connections(frontend):
+    """Bytes an exiting server sent can still be on their way (a container's network
+    goes with its last process): it half-closes each connection and waits for the client."""
+    fe = frontend(delay=0.0, grace=30)
+    sock = _finished_stream_unread(fe.port)
+    fe.proc.send_signal(signal.SIGTERM)
+    time.sleep(LINGER_S / 4)
+    assert fe.proc.poll() is None, "the server exited before its client closed"
+    assert sock.recv(1) == b"", "the server's half-close (end of file)"
+    sock.close()
+    t0 = time.monotonic()
+    assert fe.proc.wait(15) == 0, fe.log
+    assert time.monotonic() - t0 < LINGER_S, "the client's close did not end the wait"
+
+
+def test_a_client_that_keeps_its_connection_open_delays_the_exit_by_the_linger_at_most(
+        frontend):
+    fe = frontend(delay=0.0, grace=30)
+    sock = _finished_stream_unread(fe.port)
+    t0 = time.monotonic()
+    fe.proc.send_signal(signal.SIGTERM)
+    try:
+        assert fe.proc.wait(LINGER_S + 10) == 0, fe.log
+    finally:
+        sock.close()
+    assert time.monotonic() - t0 >= LINGER_S * 0.9
 
 
 def test_drain_with_nothing_in_flight_is_clean_at_once():

@@ -8,6 +8,14 @@ open, so that probes see readiness go false and late clients get a 503 rather th
 refused connection; requests in flight get the grace period; the rest are cut with an
 error.  Then uvicorn stops as usual, and `main()` exits 0, or EXIT_CUT when it had to
 cut requests.  A second signal stops at once, as uvicorn does.
+
+Before uvicorn closes the connections, each one whose answer went out whole is
+half-closed, and the server waits (LINGER_S at most) for its client to close it: the
+client has then read its answer.  The bytes of an answer can still be on their way when
+the process exits: in socket buffers, or in a proxy that reads faster than its client
+(Docker's port proxy).  A container's network goes with its last process, and those bytes
+with it: a client that read slowly lost the end of a stream that the server had
+finished, and the error event of one that a dead Triton had ended.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 
 import uvicorn
 
@@ -24,6 +33,9 @@ log = logging.getLogger("triton_openai.shutdown")
 
 # The frontend's exit status when it had to cut requests at shutdown.
 EXIT_CUT = 3
+# Seconds the server waits at most for its clients to close their connections once every
+# answer went out: a client that keeps an idle connection open delays the exit this long.
+LINGER_S = 2.0
 
 
 class DrainingServer(uvicorn.Server):
@@ -38,6 +50,27 @@ class DrainingServer(uvicorn.Server):
     async def startup(self, sockets=None) -> None:
         self.loop = asyncio.get_running_loop()
         await super().startup(sockets)
+
+    async def shutdown(self, sockets=None) -> None:
+        if not self.force_exit:
+            await self._linger()
+        await super().shutdown(sockets)
+
+    async def _linger(self) -> None:
+        """Half-close every connection that has no answer still going out, and wait for
+        its client to close it (uvicorn's protocols close on the client's EOF)."""
+        lingering = []
+        for connection in list(self.server_state.connections):
+            cycle = getattr(connection, "cycle", None)
+            transport = getattr(connection, "transport", None)
+            if (cycle is None or cycle.response_complete) and transport is not None \
+                    and not transport.is_closing() and transport.can_write_eof():
+                transport.write_eof()
+                lingering.append(connection)
+        deadline = time.monotonic() + LINGER_S
+        while time.monotonic() < deadline and not self.force_exit and any(
+                c in self.server_state.connections for c in lingering):
+            await asyncio.sleep(0.05)
 
     def handle_exit(self, sig: int, frame) -> None:
         if self.drain.draining or self.loop is None or sig not in (signal.SIGTERM,
