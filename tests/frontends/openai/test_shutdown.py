@@ -146,6 +146,32 @@ def test_a_client_that_keeps_its_connection_open_delays_the_exit_by_the_linger_a
     assert time.monotonic() - t0 >= LINGER_S * 0.9
 
 
+def test_a_request_on_a_connection_opened_before_the_stop_gets_its_503(frontend):
+    """The half-close is for connections whose answer went out: one that had not sent
+    its request yet must still be answered (the drain's 503), not find the server's end
+    of file."""
+    fe = frontend(delay=0.0, grace=30)
+    unread = _finished_stream_unread(fe.port)  # keeps the server lingering
+    opened = socket.create_connection(("127.0.0.1", fe.port), timeout=10)
+    try:
+        fe.proc.send_signal(signal.SIGTERM)
+        time.sleep(LINGER_S / 2)
+        assert fe.proc.poll() is None
+        body = json.dumps(CHAT).encode()
+        opened.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                       b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                       % (len(body), body))
+        answer = b""
+        while chunk := opened.recv(65536):  # to the end: the 503 closes the connection
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 503"), answer
+        assert b"server_shutting_down" in answer, answer
+    finally:
+        opened.close()
+        unread.close()
+    assert fe.proc.wait(15) == 0, fe.log
+
+
 def test_drain_with_nothing_in_flight_is_clean_at_once():
     async def run():
         d = Drain()

@@ -35,7 +35,8 @@ log = logging.getLogger("triton_openai.shutdown")
 EXIT_CUT = 3
 # Seconds the server waits at most for its clients to close their connections once every
 # answer went out: a client that keeps an idle connection open delays the exit this long.
-LINGER_S = 2.0
+# Short, since what dies with the server (a dead Triton) waits for its restart as long.
+LINGER_S = 1.0
 
 
 class DrainingServer(uvicorn.Server):
@@ -57,13 +58,15 @@ class DrainingServer(uvicorn.Server):
         await super().shutdown(sockets)
 
     async def _linger(self) -> None:
-        """Half-close every connection that has no answer still going out, and wait for
-        its client to close it (uvicorn's protocols close on the client's EOF)."""
+        """Half-close every connection whose last answer went out whole, and wait for its
+        client to close it (uvicorn's protocols close on the client's EOF).  A connection
+        that has not sent a request yet is left alone: its request may be on its way, and
+        its answer (the drain's 503) could not be written after the half-close."""
         lingering = []
         for connection in list(self.server_state.connections):
             cycle = getattr(connection, "cycle", None)
             transport = getattr(connection, "transport", None)
-            if (cycle is None or cycle.response_complete) and transport is not None \
+            if cycle is not None and cycle.response_complete and transport is not None \
                     and not transport.is_closing() and transport.can_write_eof():
                 transport.write_eof()
                 lingering.append(connection)
