@@ -7,6 +7,8 @@ The container runs the image's default command: tritonserver, the OpenAI fronten
 model watch (triton_vllm_backend/watch.py); vLLM runs its engine core and its worker as
 processes of their own under the Python backend's stub.  The figures (seconds from the
 kill to the last stream's end, and to the container's exit) go to the run's figures file.
+One more row runs tritonserver and the frontend alone, as a frontend in front of a
+Triton without that watch has them: the frontend's own watch must tell of a dead engine.
 
 A suite of its own, apart from qa/L0_image's quick checks of the image: each row starts a
 container and loads it for the better part of a minute.
@@ -22,9 +24,10 @@ import time
 import httpx
 import pytest
 
+from qa.common import ServedProcess
 from qa.common.figures import record
 from qa.common.sse import iter_events
-from qa.L0_image.conftest import docker, serve
+from qa.L0_image.conftest import READY_TIMEOUT, docker, serve
 from qa.L0_reliability.processes import host_pids
 
 pytestmark = pytest.mark.docker
@@ -137,6 +140,37 @@ def exit_status(cid: str, timeout: float) -> int | None:
     return int(out.stdout.strip())
 
 
+def kill_mid_stream(url: str, pids: list[int], logs) -> tuple[list[Streams], float]:
+    """Start STREAMS streams on `url`, SIGKILL `pids` while they produce; the streams and
+    the moment of the kill.  `logs()` is the server's log, for the errors."""
+    streams = [Streams(url) for _ in range(STREAMS)]
+    for stream in streams:
+        stream.start()
+    # The kill lands a second into the second round of streams, the long ones:
+    # mid-generation for all of them, once the short first round has served.
+    deadline = time.monotonic() + 180
+    while not all(s.ends for s in streams):
+        assert time.monotonic() < deadline, f"no round of streams ended\n{logs()}"
+        time.sleep(0.05)
+    time.sleep(1.0)
+    for stream in streams:
+        assert all(end.startswith("finished") for _, _, end in stream.ends), (
+            f"a stream failed before the kill: {stream.ends}\n{logs()}")
+    # Still producing when the kill lands: a process starved on 2 cores can stall for
+    # seconds (seen: over 5 s in a full run), and a kill between two tokens of every
+    # stream proves less.
+    counts = sum(s.events for s in streams)
+    deadline = time.monotonic() + 30
+    while sum(s.events for s in streams) == counts:
+        assert time.monotonic() < deadline, (
+            f"the streams stalled for 30 s before the kill\n{logs()}")
+        time.sleep(0.01)
+    killed = time.monotonic()
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    return streams, killed
+
+
 @pytest.mark.parametrize("process", list(EXIT_STATUSES))
 def test_a_killed_process_ends_every_stream_and_the_container(image, process):
     statuses = EXIT_STATUSES[process]
@@ -147,31 +181,7 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
         # must land while the streams run.
         pids = host_pids(served.cid, process)
         assert pids, f"no {process} process in the container"
-        streams = [Streams(url) for _ in range(STREAMS)]
-        for stream in streams:
-            stream.start()
-        # The kill lands a second into the second round of streams, the long ones:
-        # mid-generation for all of them, once the short first round has served.
-        deadline = time.monotonic() + 180
-        while not all(s.ends for s in streams):
-            assert time.monotonic() < deadline, f"no round of streams ended\n{served.logs()}"
-            time.sleep(0.05)
-        time.sleep(1.0)
-        for stream in streams:
-            assert all(end.startswith("finished") for _, _, end in stream.ends), (
-                f"a stream failed before the kill: {stream.ends}\n{served.logs()}")
-        # Still producing when the kill lands: a process starved on 2 cores can stall for
-        # seconds (seen: over 5 s in a full run), and a kill between two tokens of every
-        # stream proves less.
-        counts = sum(s.events for s in streams)
-        deadline = time.monotonic() + 30
-        while sum(s.events for s in streams) == counts:
-            assert time.monotonic() < deadline, (
-                f"the streams stalled for 30 s before the kill\n{served.logs()}")
-            time.sleep(0.01)
-        killed = time.monotonic()
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
+        streams, killed = kill_mid_stream(url, pids, served.logs)
         for stream in streams:
             stream.stop.set()
         refused_after, refusal = refused(url, killed)
@@ -186,7 +196,8 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
     # fault (5xx or no connection), never a 4xx.
     record(f"kill_{process.replace(' ', '_')}_refused_s", round(refused_after, 2), "s",
            f"SIGKILL of the {process} to the first new request refused")
-    assert refused_after <= STREAM_END_S, f"still served {refused_after:.1f} s after the kill"
+    assert refused_after <= STREAM_END_S, (
+        f"still served {refused_after:.1f} s after the kill: {refusal}\n{logs}")
     assert refusal.startswith(("HTTP 5", "cut")), f"{refusal}\n{logs}"
     hit = [s.in_flight_at(killed) for s in streams]
     # Streams in flight at the kill that had not come to their end by themselves.  Under
@@ -204,11 +215,12 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
         assert "boost::interprocess::lock_exception" in logs, logs
 
 
-def _check_cut_streams(process: str, in_flight: list[tuple[float, str]], logs: str) -> None:
+def _check_cut_streams(process: str, in_flight: list[tuple[float, str]], logs: str,
+                       figure: str = "kill") -> None:
     """The streams the kill cut end within STREAM_END_S, each as a client can tell."""
     last_end = max(took for took, _ in in_flight)
     ends = [end for _, end in in_flight]
-    record(f"kill_{process.replace(' ', '_')}_streams_end_s", round(last_end, 2), "s",
+    record(f"{figure}_{process.replace(' ', '_')}_streams_end_s", round(last_end, 2), "s",
            f"SIGKILL of the {process} to the end of the last of {STREAMS} streams")
     assert last_end <= STREAM_END_S, f"streams ended {last_end:.1f} s after the kill: {ends}"
     if process == "frontend":
@@ -221,6 +233,65 @@ def _check_cut_streams(process: str, in_flight: list[tuple[float, str]], logs: s
         # sent them before the container (and its network) goes.
         told = ("error event", "HTTP 5")
         assert all(e.startswith(told) for e in ends), _listed(ends, logs)
+
+
+# Triton and the frontend with nothing else beside them, as the chart's frontend-only mode
+# or a user's own Triton has them: no model watch stops tritonserver when an engine dies.
+UNWATCHED = ("tritonserver --model-repository=/opt/tritonserver/model_repository"
+             " --backend-directory=/opt/tritonserver/backends --log-info=false &"
+             " exec triton-openai --triton-url http://localhost:8000 --host 0.0.0.0"
+             " --port 9000")
+
+
+def test_a_frontend_alone_before_a_dead_engine_says_so_itself(image):
+    """Without the image's model watch nothing stops a Triton whose engine died: it stays
+    ready.  The frontend's own watch sees the model dead: its streams end with an error
+    event, readiness turns 503 naming the model, and new requests get a 503
+    (service_unavailable, with Retry-After), each within STREAM_END_S of the kill."""
+    box = ServedProcess.container("Triton and the frontend, unwatched", image,
+                                  ports={"openai": 9000}, command=["bash", "-c", UNWATCHED])
+    base = box.url("openai")
+    try:
+        box.wait_http("openai", "/health/ready", timeout=READY_TIMEOUT)
+        pids = host_pids(box.cid, "engine core")
+        assert pids, "no engine core process in the container"
+        streams, killed = kill_mid_stream(base + "/v1/completions", pids,
+                                          lambda: box.log[-4000:])
+        for stream in streams:
+            stream.stop.set()
+        while (ready := httpx.get(base + "/health/ready", timeout=10)).status_code == 200:
+            assert time.monotonic() - killed < 30, "still ready 30 s after the kill"
+            time.sleep(0.05)
+        not_ready_after = time.monotonic() - killed
+        refused_after, refusal = refused(base + "/v1/completions", killed)
+        answer = httpx.post(base + "/v1/completions", timeout=10, json={
+            "model": "vllm_model", "prompt": "Once upon a time", "max_tokens": 1})
+        for stream in streams:
+            stream.join(timeout=STREAM_END_S + 60)
+        still_running = box.exit_status() is None
+        logs = box.log[-4000:]
+    finally:
+        box.stop(timeout=0)
+    record("unwatched_engine_core_not_ready_s", round(not_ready_after, 2), "s",
+           "SIGKILL of the engine core to the frontend's readiness 503, Triton unwatched")
+    record("unwatched_engine_core_refused_s", round(refused_after, 2), "s",
+           "SIGKILL of the engine core to the first new request refused, Triton unwatched")
+    assert not_ready_after <= STREAM_END_S, logs
+    assert "vllm_model" in ready.text, ready.text
+    assert refused_after <= STREAM_END_S, (
+        f"still served {refused_after:.1f} s after the kill: {refusal}\n{logs}")
+    assert refusal.startswith("HTTP 503"), f"{refusal}\n{logs}"
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["type"] == "service_unavailable", answer.text
+    assert int(answer.headers["Retry-After"]) > 0, answer.headers
+    in_flight = [h for h in (s.in_flight_at(killed) for s in streams)
+                 if h is not None and not h[1].startswith("finished")]
+    if in_flight:
+        _check_cut_streams("engine core", in_flight, logs, figure="unwatched")
+    # Nothing here restarts tritonserver: that is the orchestrator's, on the readiness
+    # and liveness of Triton's own pod.  The frontend keeps running, and serves again once
+    # its model does.
+    assert still_running, logs
 
 
 def test_a_start_that_does_not_finish_in_time_exits_non_zero(image):
