@@ -50,10 +50,12 @@ class Served:
         return self.box.log[-4000:]
 
 
-def serve(image: str, *extra: str) -> Served:
-    """`docker run` the image's default command on free ports; wait for both endpoints."""
+def serve(image: str, *extra: str, command: tuple[str, ...] = ()) -> Served:
+    """`docker run` the image's default command (or `command`, which must serve the same
+    ports) on free ports; wait for both endpoints."""
     box = ServedProcess.container("the image's container", image,
-                                  ports={"http": 8000, "openai": 9000}, docker_args=extra)
+                                  ports={"http": 8000, "openai": 9000}, docker_args=extra,
+                                  command=command)
     try:
         ready_after = box.wait_http("http", "/v2/health/ready", timeout=READY_TIMEOUT)
         openai_after = box.wait_http("openai", "/v1/models",

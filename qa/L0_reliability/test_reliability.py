@@ -24,7 +24,6 @@ import time
 import httpx
 import pytest
 
-from qa.common import ServedProcess
 from qa.common.figures import record
 from qa.common.sse import iter_events
 from qa.L0_image.conftest import READY_TIMEOUT, docker, serve
@@ -175,6 +174,15 @@ def kill_mid_stream(url: str, pids: list[int], logs) -> tuple[list[Streams], flo
     return streams, killed
 
 
+def cut_by_the_kill(streams: list[Streams], killed: float) -> list[tuple[float, str]]:
+    """(seconds from the kill to its end, how it ended) of each stream in flight at the
+    kill that had not come to its end by itself.  Under load the engine can be seconds
+    ahead of the pipeline that carries its tokens: the streams whose tokens were all made
+    (and passed the killed process) finish."""
+    hit = [s.in_flight_at(killed) for s in streams]
+    return [h for h in hit if h is not None and not h[1].startswith("finished")]
+
+
 @pytest.mark.parametrize("process", list(EXIT_STATUSES))
 def test_a_killed_process_ends_every_stream_and_the_container(image, process):
     statuses = EXIT_STATUSES[process]
@@ -203,11 +211,7 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
     assert refused_after <= STREAM_END_S, (
         f"still served {refused_after:.1f} s after the kill: {refusal}\n{logs}")
     assert refusal.startswith(("HTTP 5", "cut")), f"{refusal}\n{logs}"
-    hit = [s.in_flight_at(killed) for s in streams]
-    # Streams in flight at the kill that had not come to their end by themselves.  Under
-    # load the engine can be seconds ahead of the pipeline that carries its tokens: the
-    # streams whose tokens were all made (and passed the killed process) finish.
-    in_flight = [h for h in hit if h is not None and not h[1].startswith("finished")]
+    in_flight = cut_by_the_kill(streams, killed)
     record(f"kill_{process.replace(' ', '_')}_container_exit_s", round(exited, 2), "s",
            f"SIGKILL of the {process} to the container's exit ({code})")
     if in_flight:
@@ -252,15 +256,13 @@ def test_a_frontend_alone_before_a_dead_engine_says_so_itself(image):
     ready.  The frontend's own watch sees the model dead: its streams end with an error
     event, readiness turns 503 naming the model, and new requests get a 503
     (service_unavailable, with Retry-After), each within STREAM_END_S of the kill."""
-    box = ServedProcess.container("Triton and the frontend, unwatched", image,
-                                  ports={"openai": 9000}, command=["bash", "-c", UNWATCHED])
-    base = box.url("openai")
+    served = serve(image, command=("bash", "-c", UNWATCHED))
+    base = f"http://127.0.0.1:{served.openai}"
     try:
-        box.wait_http("openai", "/health/ready", timeout=READY_TIMEOUT)
-        pids = host_pids(box.cid, "engine core")
+        served.box.wait_http("openai", "/health/ready", timeout=READY_TIMEOUT)
+        pids = host_pids(served.cid, "engine core")
         assert pids, "no engine core process in the container"
-        streams, killed = kill_mid_stream(base + "/v1/completions", pids,
-                                          lambda: box.log[-4000:])
+        streams, killed = kill_mid_stream(base + "/v1/completions", pids, served.logs)
         for stream in streams:
             stream.stop.set()
         while (ready := httpx.get(base + "/health/ready", timeout=10)).status_code == 200:
@@ -272,10 +274,10 @@ def test_a_frontend_alone_before_a_dead_engine_says_so_itself(image):
             "model": "vllm_model", "prompt": "Once upon a time", "max_tokens": 1})
         for stream in streams:
             stream.join(timeout=STREAM_END_S + 60)
-        still_running = box.exit_status() is None
-        logs = box.log[-4000:]
+        still_running = served.box.exit_status() is None
+        logs = served.logs()
     finally:
-        box.stop(timeout=0)
+        docker("rm", "-f", served.cid, check=False)
     record("unwatched_engine_core_not_ready_s", round(not_ready_after, 2), "s",
            "SIGKILL of the engine core to the frontend's readiness 503, Triton unwatched")
     record("unwatched_engine_core_refused_s", round(refused_after, 2), "s",
@@ -288,8 +290,7 @@ def test_a_frontend_alone_before_a_dead_engine_says_so_itself(image):
     assert answer.status_code == 503, answer.text
     assert answer.json()["error"]["type"] == "service_unavailable", answer.text
     assert int(answer.headers["Retry-After"]) > 0, answer.headers
-    in_flight = [h for h in (s.in_flight_at(killed) for s in streams)
-                 if h is not None and not h[1].startswith("finished")]
+    in_flight = cut_by_the_kill(streams, killed)
     if in_flight:
         _check_cut_streams("engine core", in_flight, logs, figure="unwatched")
     # Nothing here restarts tritonserver: that is the orchestrator's, on the readiness

@@ -101,14 +101,19 @@ def test_a_request_without_an_answer_yet_is_cut_with_a_503(frontend):
     assert fe.proc.wait(15) == EXIT_CUT
 
 
-def _finished_stream_unread(port: int) -> socket.socket:
-    """A connection whose stream the server sent whole (its last chunk is in this socket's
-    buffer), kept open as a client that has not read it yet keeps it."""
-    body = json.dumps(dict(CHAT, max_tokens=5)).encode()
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+def _send_chat(sock: socket.socket, request: dict) -> None:
+    """A chat request, written on a raw connection."""
+    body = json.dumps(request).encode()
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                  % (len(body), body))
+
+
+def _finished_stream_unread(port: int) -> socket.socket:
+    """A connection whose stream the server sent whole (its last chunk is in this socket's
+    buffer), kept open as a client that has not read it yet keeps it."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    _send_chat(sock, dict(CHAT, max_tokens=5))
     got = b""
     while not got.endswith(b"0\r\n\r\n"):  # the chunked body's end
         chunk = sock.recv(65536)
@@ -157,10 +162,7 @@ def test_a_request_on_a_connection_opened_before_the_stop_gets_its_503(frontend)
         fe.proc.send_signal(signal.SIGTERM)
         time.sleep(LINGER_S / 2)
         assert fe.proc.poll() is None
-        body = json.dumps(CHAT).encode()
-        opened.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                       b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                       % (len(body), body))
+        _send_chat(opened, CHAT)
         answer = b""
         while chunk := opened.recv(65536):  # to the end: the 503 closes the connection
             answer += chunk
