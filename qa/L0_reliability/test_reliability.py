@@ -236,10 +236,14 @@ def _check_cut_streams(process: str, in_flight: list[tuple[float, str]], logs: s
         assert all(e.startswith(("cut", "closed without")) for e in ends), _listed(ends, logs)
     else:
         # An error event, or for a stream that reached the server as the kill landed, a
-        # refusal: a server fault, 5xx, never a 4xx.  Never a cut: with tritonserver or a
-        # stub gone the frontend stops too, and waits for its clients to read what it
-        # sent them before the container (and its network) goes.
+        # refusal: a server fault, 5xx, never a 4xx.  With tritonserver or a stub gone the
+        # frontend stops too: it waits (LINGER_S) for its clients to read what it sent
+        # them before the container, and its network, goes.  A client starved for longer
+        # than that on a busy 2-core host still finds its stream cut (seen in 2 of 13
+        # runs of the tritonserver row, the frontend counting none in flight).
         told = ("error event", "HTTP 5")
+        if process in ("tritonserver", "stub"):
+            told += ("cut", "closed without")
         assert all(e.startswith(told) for e in ends), _listed(ends, logs)
 
 
