@@ -374,6 +374,11 @@ def test_disconnect_frees_engine_request(stack, http, stream):
     """
     if not hasattr(stack.triton, "logs"):
         pytest.skip("needs the server's log (a server started by the suite)")
+    check_disconnect_stops_generation(stack.url, http, lambda: stack.triton.logs, stream)
+
+
+def check_disconnect_stops_generation(url: str, http, logs, stream: bool) -> None:
+    """A client of the frontend at `url` leaves; `logs()` reads the backend's log."""
     # 4 x 1000 tokens: seconds of work for the engine here, if nothing stops it.
     n = 4
     body = {"model": MODEL, "prompt": PROMPTS[0], "max_tokens": 1000, "n": n, "stream": stream,
@@ -381,10 +386,10 @@ def test_disconnect_frees_engine_request(stack, http, stream):
     # Warm: the first request of a model loads its tokenizer in the frontend.
     http.post("/v1/completions", json={"model": MODEL, "prompt": "hi", "max_tokens": 1})
     tokens_before = _settled(http, "vllm:generation_tokens_total", model=MODEL)
-    log_mark = len(stack.triton.logs)
+    log_mark = len(logs())
     # A raw connection: the client leaves once the stream has begun (headers come with
     # the first token), or, for a complete answer, once the engine generates for it.
-    host, port = stack.url.removeprefix("http://").split(":")
+    host, port = url.removeprefix("http://").split(":")
     payload = json.dumps(body).encode()
     with socket.create_connection((host, int(port))) as sock:
         sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
@@ -400,7 +405,7 @@ def test_disconnect_frees_engine_request(stack, http, stream):
                 time.sleep(0.05)
     gone = time.time()
     generated = _settled(http, "vllm:generation_tokens_total", model=MODEL) - tokens_before
-    stopped = _STOPPED_LINE.search(stack.triton.logs[log_mark:])
+    stopped = _STOPPED_LINE.search(logs()[log_mark:])
     assert stopped, "the backend never stopped the request"
     hours, minutes, seconds = stopped.groups()
     # Server log times are UTC, as this host's and the image's clocks.

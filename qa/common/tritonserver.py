@@ -51,6 +51,54 @@ def _site_packages(venv: str) -> str:
     return str(found[0])
 
 
+def host_backends(tmp: Path) -> tuple[Path, dict[str, str]]:
+    """A backend directory in `tmp` (Triton's Python backend beside this checkout's vLLM
+    backend, which Triton runs through the Python backend: it has a model.py), and the
+    environment a Triton on this host serves it with."""
+    triton_home = Path(_require_env("TVB_TRITON_HOME"))
+    venv = _require_env("TVB_VENV")
+    libdir = _require_env("TVB_PYTHON_LIBDIR")
+    backends = tmp / "backends"
+    backends.mkdir()
+    (backends / "python").symlink_to(triton_home / "backends" / "python")
+    (backends / "vllm").symlink_to(VLLM_BACKEND)
+    env = dict(os.environ)
+    env.update(ENGINE_ENV)
+    env.update({
+        # The stub embeds libpython: the interpreter's own lib first, so that the
+        # stub loads the same build as the venv's packages were made for.
+        "LD_LIBRARY_PATH": os.pathsep.join(
+            p for p in (libdir, str(triton_home / "lib"), os.environ.get("LD_LIBRARY_PATH"))
+            if p),
+        # The embedded interpreter does not know about the venv otherwise.
+        "PYTHONPATH": _site_packages(venv),
+        "PATH": f"{venv}/bin{os.pathsep}{os.environ.get('PATH', '')}",
+    })
+    return backends, env
+
+
+def container_args(model_repository: Path, mounts=(), env=None) -> list[str]:
+    """`docker run` options for a container of the image that serves `model_repository`
+    (mounted at /models, with each of `mounts` at its own path)."""
+    # As the test's own user: the repository and the model live in folders only it
+    # may read (pytest's tmp dirs, ~/.cache are 0700), which the image's own user
+    # cannot; the image's default user is checked by L0_build_image.
+    # The least CPU weight: the container still gets every cycle the tests leave, but
+    # it no longer starves them.  With the default weight, a busy engine held the
+    # tests' client off both cores of a 2-core machine for seconds, and its cancels
+    # came after the request had ended (of 24 runs of the cancellation tests, 3
+    # failed with the default weight, 5 with a quarter of it, none with this one).
+    args = ["--cpu-shares=2", "--user", f"{os.getuid()}:{os.getgid()}",
+            "-v", f"{model_repository}:/models:ro", "-e", "MODEL_REPOSITORY=/models"]
+    for mount in mounts:
+        args += ["-v", f"{mount}:{mount}:ro"]
+    if gpu_count():
+        args.append("--gpus=all")  # the GPU image on a GPU machine
+    for key, value in {**ENGINE_ENV, **(env or {})}.items():
+        args += ["-e", f"{key}={value}"]
+    return args
+
+
 class TritonServer:
     """A running tritonserver; a context manager that stops it on exit.
 
@@ -127,26 +175,7 @@ class TritonServer:
     # --- life cycle --------------------------------------------------------
     def _start_host(self) -> ServedProcess:
         triton_home = Path(_require_env("TVB_TRITON_HOME"))
-        venv = _require_env("TVB_VENV")
-        libdir = _require_env("TVB_PYTHON_LIBDIR")
-        # A backend directory of our own: Triton's Python backend beside this checkout's
-        # vLLM backend, which Triton runs through the Python backend (it has a model.py).
-        backends = self._tmp / "backends"
-        backends.mkdir()
-        (backends / "python").symlink_to(triton_home / "backends" / "python")
-        (backends / "vllm").symlink_to(VLLM_BACKEND)
-        env = dict(os.environ)
-        env.update(ENGINE_ENV)
-        env.update({
-            # The stub embeds libpython: the interpreter's own lib first, so that the
-            # stub loads the same build as the venv's packages were made for.
-            "LD_LIBRARY_PATH": os.pathsep.join(
-                p for p in (libdir, str(triton_home / "lib"), os.environ.get("LD_LIBRARY_PATH"))
-                if p),
-            # The embedded interpreter does not know about the venv otherwise.
-            "PYTHONPATH": _site_packages(venv),
-            "PATH": f"{venv}/bin{os.pathsep}{os.environ.get('PATH', '')}",
-        })
+        backends, env = host_backends(self._tmp)
         env.update(self.env)
         ports = {"http": free_port(), "grpc": free_port(), "metrics": free_port()}
         cmd = [
@@ -166,22 +195,7 @@ class TritonServer:
                                   log_path=self._tmp / "server.log", own_group=True)
 
     def _start_container(self) -> ServedProcess:
-        # As the test's own user: the repository and the model live in folders only it
-        # may read (pytest's tmp dirs, ~/.cache are 0700), which the image's own user
-        # cannot; the image's default user is checked by L0_build_image.
-        # The least CPU weight: the container still gets every cycle the tests leave, but
-        # it no longer starves them.  With the default weight, a busy engine held the
-        # tests' client off both cores of a 2-core machine for seconds, and its cancels
-        # came after the request had ended (of 24 runs of the cancellation tests, 3
-        # failed with the default weight, 5 with a quarter of it, none with this one).
-        args = ["--cpu-shares=2", "--user", f"{os.getuid()}:{os.getgid()}",
-                "-v", f"{self.model_repository}:/models:ro", "-e", "MODEL_REPOSITORY=/models"]
-        for mount in self.mounts:
-            args += ["-v", f"{mount}:{mount}:ro"]
-        if gpu_count():
-            args.append("--gpus=all")  # the GPU image on a GPU machine
-        for key, value in {**ENGINE_ENV, **self.env}.items():
-            args += ["-e", f"{key}={value}"]
+        args = container_args(self.model_repository, self.mounts, self.env)
         # The suites read the backend's log lines (which request it stopped, and when),
         # so the server logs at info level whatever the image was built with.
         if self.server_args:
