@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import threading
 from contextlib import asynccontextmanager
 
@@ -38,10 +40,21 @@ from .tokenizers import TokenizerCache
 from .triton import TritonClient, create_client
 
 
+def _stop_for(app: FastAPI):
+    """With Triton in this process, a dead model stops the frontend: nothing here can
+    load it again, and the orchestrator restarts a process that exits (status 4, as the
+    image's model watch exits when it stops tritonserver)."""
+    def stop(name: str, why: str) -> None:
+        if app.state.dead_model is None:
+            app.state.dead_model = f"{name}: {why}"
+            os.kill(os.getpid(), signal.SIGTERM)
+    return stop
+
+
 def build_app(config: FrontendConfig, client: TritonClient | None = None) -> FastAPI:
     """A ready-to-serve app; `client` replaces the Triton connection (tests pass fakes)."""
     if client is None:
-        client = create_client(config.triton_url)
+        client = create_client(config.triton_url, config.in_process)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -87,7 +100,9 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     # A client written to the TritonClient protocol before it had model_health (a user's
     # own transport) has no way to ask: then nothing is watched.
     ask = getattr(client, "model_health", None)
-    app.state.model_watch = (ModelWatch(ask, catalog, registry, config.model_health_interval)
+    app.state.dead_model = None
+    app.state.model_watch = (ModelWatch(ask, catalog, registry, config.model_health_interval,
+                                        on_dead=_stop_for(app) if config.in_process else None)
                              if ask is not None and config.model_health_interval > 0 else None)
     app.state.health = HealthServing(client, catalog, registry, config.triton_metrics_url,
                                      Warmup(generation, config.chat_template), drain)

@@ -7,14 +7,21 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 
 from .config import FrontendConfig
 from .reasoning import parser_names as reasoning_parser_names
 from .tool_parsers import parser_names as tool_parser_names
+from .triton import capi
 
 API_KEY_ENV = "TRITON_OPENAI_API_KEY"
 SHUTDOWN_TIMEOUT_ENV = "TRITON_OPENAI_SHUTDOWN_TIMEOUT"
 KEEP_ALIVE_ENV = "TRITON_OPENAI_TIMEOUT_KEEP_ALIVE"
+# Exit status when the Triton in this process could not start (a model failed to load),
+# as tritonserver's own.
+EXIT_TRITON_FAILED = 1
+# Exit status when a model of the Triton in this process died: the image's model watch's.
+EXIT_MODEL_DEAD = 4
 
 
 def _seconds(value: str) -> float:
@@ -58,12 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="triton-openai",
         description="OpenAI-compatible HTTP API for Triton models served by the vLLM backend.")
-    p.add_argument("--triton-url", default=d.triton_url,
+    p.add_argument("--triton-url", default=None,
                    help="Triton's KServe gRPC endpoint HOST:PORT (or grpc://HOST:PORT), or its "
-                        "HTTP endpoint http://HOST:PORT (default: %(default)s)")
-    p.add_argument("--triton-metrics-url", default=d.triton_metrics_url,
+                        f"HTTP endpoint http://HOST:PORT (default: {d.triton_url})")
+    p.add_argument("--triton-metrics-url", default=None,
                    help="Triton's Prometheus page, appended to /metrics; '' to leave it out "
-                        "(default: %(default)s)")
+                        f"(default: {d.triton_metrics_url}; in process, Triton's own series)")
+    _in_process_flags(p)
     p.add_argument("--host", default=d.host, help="address to listen on (default: %(default)s)")
     p.add_argument("--port", type=int, default=d.port, help="port to listen on (default: %(default)s)")
     p.add_argument("--api-key", default=d.api_key,
@@ -118,14 +126,72 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _in_process_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group(
+        "Triton in this process",
+        "With --model-repository, Triton runs inside the frontend (libtritonserver, its C "
+        "API) instead of in a tritonserver that --triton-url reaches: one process and one "
+        "socket less per streamed token.  Triton's own HTTP/gRPC endpoints are not served "
+        "then; run tritonserver for KServe clients.")
+    g.add_argument("--model-repository", default=None, metavar="DIR",
+                   help="serve the models of DIR from a Triton in this process")
+    g.add_argument("--triton-library", default=None, metavar="PATH",
+                   help=f"libtritonserver.so (default: ${capi.LIBRARY_ENV}, or "
+                        f"{capi.DEFAULT_HOME}/lib/libtritonserver.so)")
+    g.add_argument("--backend-directory", default=None, metavar="DIR",
+                   help="Triton's backends (default: backends/ beside the library's lib/)")
+    g.add_argument("--model-control-mode", choices=["none", "poll", "explicit"], default="none",
+                   help="as tritonserver's (default: %(default)s)")
+    g.add_argument("--load-model", action="append", default=[], metavar="NAME",
+                   help="with --model-control-mode=explicit: a model to load at start")
+    g.add_argument("--backend-config", action="append", default=[],
+                   metavar="BACKEND,SETTING=VALUE", help="as tritonserver's, repeatable")
+    g.add_argument("--triton-log-verbose", type=int, default=0, metavar="LEVEL",
+                   help="Triton's verbose log level (default: %(default)s)")
+    g.add_argument("--triton-log-info", action="store_true",
+                   help="Triton's info log (tritonserver's --log-info)")
+
+
+def in_process_settings(args: argparse.Namespace, exit_timeout_s: float):
+    """The in-process server's settings, or None when the frontend reaches a tritonserver."""
+    if not args.model_repository:
+        return None
+    if args.triton_url:
+        raise argparse.ArgumentTypeError("--model-repository runs Triton in this process; "
+                                         "--triton-url reaches another one: give one of them")
+    from .triton.inprocess_client import ServerSettings, parse_backend_config
+
+    library = capi.library_path(args.triton_library)
+    backends = args.backend_directory or str(Path(library).resolve().parent.parent / "backends")
+    if not Path(args.model_repository).is_dir():
+        raise argparse.ArgumentTypeError(f"--model-repository {args.model_repository}: "
+                                         f"no such directory")
+    try:
+        backend_config = tuple(parse_backend_config(v) for v in args.backend_config)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"--backend-config {err}") from None
+    return ServerSettings(
+        model_repository=args.model_repository, backend_directory=backends,
+        repoagent_directory=str(Path(backends).parent / "repoagents"),
+        model_control_mode=args.model_control_mode, load_models=tuple(args.load_model),
+        exit_timeout_s=max(1, int(exit_timeout_s)), log_info=args.triton_log_info,
+        log_verbose=args.triton_log_verbose, backend_config=backend_config, library=library)
+
+
 def config_from_args(args: argparse.Namespace) -> FrontendConfig:
+    d = FrontendConfig()
+    in_process = in_process_settings(args, args.shutdown_timeout)
+    metrics_url = args.triton_metrics_url
+    if metrics_url is None:
+        metrics_url = None if in_process else d.triton_metrics_url
     template = None
     if args.chat_template:
         with open(args.chat_template, encoding="utf-8") as f:
             template = f.read()
     return FrontendConfig(
-        triton_url=args.triton_url,
-        triton_metrics_url=args.triton_metrics_url or None,
+        triton_url=None if in_process else args.triton_url or d.triton_url,
+        triton_metrics_url=metrics_url or None,
+        in_process=in_process,
         host=args.host, port=args.port,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
         served_model_names=parse_served_names(args.served_model_name),
@@ -157,13 +223,30 @@ def _setup_logging(fmt: str, level: str) -> None:
     root.setLevel(level.upper())
 
 
+def _with_library_folder(library: str) -> None:
+    """Run this command again with the Triton library's folder on LD_LIBRARY_PATH, once.
+
+    tritonserver finds the libraries beside it (and its backends find theirs) through
+    its RPATH; a Python process has no such path, and the dynamic loader reads
+    LD_LIBRARY_PATH only when a process starts.  NGC's images set it already.
+    """
+    folder = str(Path(library).resolve().parent)
+    paths = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    if folder in paths:
+        return
+    os.environ["LD_LIBRARY_PATH"] = os.pathsep.join([*paths, folder])
+    os.execv(sys.executable, sys.orig_argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         config = config_from_args(args)
-    except (OSError, argparse.ArgumentTypeError) as err:
+    except (OSError, argparse.ArgumentTypeError, capi.CapiError) as err:
         parser.error(str(err))
+    if config.in_process is not None and argv is None:
+        _with_library_folder(config.in_process.library)
     _setup_logging(config.log_format, args.log_level)
 
     import uvicorn
@@ -186,6 +269,15 @@ def main(argv: list[str] | None = None) -> int:
     server = DrainingServer(uv_config, app.state.drain, config.shutdown_timeout)
     server.run()
     status = server.exit_status
+    start_error = getattr(app.state.triton, "start_error", None)
+    if start_error:
+        logging.getLogger("triton_openai.triton").error("Triton did not start: %s", start_error)
+        return EXIT_TRITON_FAILED
+    if app.state.dead_model:
+        logging.getLogger("triton_openai.triton").error(
+            "stopped: model %s (Triton in this process cannot load it again)",
+            app.state.dead_model)
+        return EXIT_MODEL_DEAD
     if status:
         logging.getLogger("triton_openai.shutdown").error(
             "stopped after cutting %d request(s): %s", len(app.state.drain.cut_requests),

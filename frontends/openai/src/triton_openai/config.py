@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
 class FrontendConfig:
     triton_url: str | None = "localhost:8001"
     triton_metrics_url: str | None = "http://localhost:8002/metrics"
+    # A Triton to run in this process (triton/inprocess_client.ServerSettings), instead of
+    # the one at triton_url.
+    in_process: Any = None
     host: str = "0.0.0.0"
     port: int = 9000
     # Bearer key required on /v1/* when set.

@@ -41,8 +41,11 @@ CHECK_TIMEOUT_S = 5.0
 class ModelWatch:
     def __init__(self, ask: Callable[[str], Awaitable[None]], catalog: ModelCatalog,
                  registry: CollectorRegistry, interval: float,
-                 timeout: float = CHECK_TIMEOUT_S):
+                 timeout: float = CHECK_TIMEOUT_S,
+                 on_dead: Callable[[str, str], None] | None = None):
         self._ask = ask
+        # Called once per death, with the model and why (the in-process mode stops then).
+        self._on_dead = on_dead
         self._catalog = catalog
         self._interval = interval
         self._timeout = timeout
@@ -124,6 +127,11 @@ class ModelWatch:
             self._deaths.labels(name).inc()
             log.error("model %s cannot serve: %s; its requests are refused until it "
                       "answers its health check again", name, why)
+            self._catalog.dead[name] = why
+            self._healthy.labels(name).set(0)
+            if self._on_dead is not None:
+                self._on_dead(name, why)
+            return
         self._catalog.dead[name] = why
         self._healthy.labels(name).set(0)
 

@@ -70,6 +70,9 @@ class HealthServing:
     async def metrics_text(self) -> str:
         """The frontend's own series, then Triton's (its vLLM series included)."""
         own = generate_latest(self.registry).decode()
+        in_process = getattr(self.client, "metrics_text", None)
+        if in_process is not None:  # a Triton in this process: its series, no page to fetch
+            return own + in_process()
         if not self.triton_metrics_url:
             return own
         try:

@@ -24,7 +24,13 @@ def choose_client_kind(triton_url: str | None) -> str:
                                f"or http:// (https is not supported)")
 
 
-def create_client(triton_url: str | None) -> TritonClient:
+def create_client(triton_url: str | None, in_process=None) -> TritonClient:
+    """The client for `triton_url`, or a Triton in this process (`in_process`, its
+    ServerSettings)."""
+    if in_process is not None:
+        from .inprocess_client import InProcessTritonClient
+
+        return InProcessTritonClient(in_process)
     if choose_client_kind(triton_url) == "http":
         from .http_client import HttpTritonClient
 
