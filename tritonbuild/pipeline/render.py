@@ -102,6 +102,7 @@ def _shared_context(plan: BuildPlan, parts: list[Component]) -> dict[str, Any]:
         "entrypoint": _entrypoint(parts),
         "server_args": _gather(parts, "server_args"),
         "services": _gather(parts, "services"),
+        "in_process_server": next((c for p in parts if (c := p.in_process_server())), ()),
         "versions": dict(plan.pins.value + tuple(extra_versions)),
         "secrets": [s.id for s in plan.secrets.value],
     }

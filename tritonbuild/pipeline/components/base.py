@@ -115,6 +115,12 @@ class Component:
     def services(self) -> list[Service]:
         return []
 
+    # The command that serves the model repository with Triton in its own process,
+    # instead of tritonserver and the services: the entrypoint runs it when
+    # TRITON_IN_PROCESS=1 (one component at most names it).
+    def in_process_server(self) -> tuple[str, ...]:
+        return ()
+
     # OCI labels.
     def labels(self) -> list[tuple[str, str]]:
         return []

@@ -6,6 +6,7 @@ import tomllib
 from ...errors import SourceError
 from ...ports import PORTS
 from .base import Component, ContextItem, PipStep, Service, Stage
+from .tritonserver import REPOSITORY_DIR
 
 __all__ = ["OpenAIFrontend"]
 
@@ -34,6 +35,12 @@ class OpenAIFrontend(Component):
             deps += (f"numpy=={pins.get('python_packages.numpy')}",)
         return [PipStep(deps, "the OpenAI frontend's dependencies")] if deps else []
 
+    def build_packages(self) -> list[str]:
+        # The wheel compiles Triton's response callbacks for the in-process mode
+        # (triton/_capi_shim.c), against the image's Python.
+        py = "python3" if self.plan.gpu else f"libpython{self.plan.python_version.value}"
+        return ["gcc", f"{py}-dev"]
+
     def stages(self) -> list[Stage]:
         return [Stage("frontend-wheel", "common/frontend-wheel.j2")]
 
@@ -51,6 +58,11 @@ class OpenAIFrontend(Component):
         argv = ("triton-openai", "--triton-url", url, "--host", "0.0.0.0",
                 "--port", str(PORTS["openai"]))
         return [Service("the OpenAI frontend", argv, why, takes_frontend_args=True)]
+
+    def in_process_server(self) -> tuple[str, ...]:
+        # Expanded by the entrypoint's shell, as tritonserver's --model-repository is.
+        return ("triton-openai", f"--model-repository=${{MODEL_REPOSITORY:-{REPOSITORY_DIR}}}",
+                "--host", "0.0.0.0", "--port", str(PORTS["openai"]))
 
     def labels(self) -> list[tuple[str, str]]:
         p = self._project()
