@@ -27,6 +27,8 @@ at a time, as a user compares them (qa/common/image_servers.py starts them):
   triton              POST /v2/models/vllm_model/generate_stream, same container
   vllm-chat           the same chat request to vLLM's own OpenAI server, started in a
                       container of the same image on the same model and engine settings
+  inprocess-chat      the same chat request to the OpenAI frontend with Triton in its own
+                      process (`triton-openai --model-repository`, no tritonserver)
   openai-completions, vllm-completions   POST /v1/completions, not streamed
 Each round starts each container in turn, times `docker run` to ready, runs every level
 of its targets and removes it; the table adds the start-to-ready seconds.
@@ -375,6 +377,7 @@ def _median(values: list[float]) -> float:
 # Which target each ratio compares with which, per mode.
 HOST_PAIRS = [(f, o) for f in FRONTENDS for o in ("triton", "vllm")]
 IMAGE_PAIRS = [("openai-chat", "vllm-chat"), ("triton", "vllm-chat"),
+               ("inprocess-chat", "vllm-chat"),
                ("openai-completions", "vllm-completions")]
 
 
@@ -454,11 +457,13 @@ def table(summary: dict, targets=TARGETS, pairs=HOST_PAIRS) -> str:
 
 # --- image mode: one container at a time -----------------------------------------------------
 
-IMAGE_TARGETS = ("openai-chat", "triton", "vllm-chat", "openai-completions", "vllm-completions")
+IMAGE_TARGETS = ("openai-chat", "triton", "inprocess-chat", "vllm-chat", "openai-completions",
+                 "vllm-completions")
 # Which container serves each image target, and how a request to it is made.
 _IMAGE_REQUESTS = {
     "openai-chat": ("ours", "openai", _chat_request),
     "triton": ("ours", "triton", _triton_request),
+    "inprocess-chat": ("inprocess", "openai", _chat_request),
     "openai-completions": ("ours", "openai", _completions_whole_request),
     "vllm-chat": ("vllm", "openai", _chat_request),
     "vllm-completions": ("vllm", "openai", _completions_whole_request),
@@ -473,7 +478,7 @@ def measure_containers(image: str, wanted: list[str], levels: list[int], per_lev
     from qa.common.image_servers import MODEL, image_model_json, run_container
 
     model_json = image_model_json(image)
-    kinds = [k for k in ("ours", "vllm") if any(_IMAGE_REQUESTS[t][0] == k for t in wanted)]
+    kinds = [k for k in ("ours", "inprocess", "vllm") if any(_IMAGE_REQUESTS[t][0] == k for t in wanted)]
     runs: dict[tuple[str, int], list[LevelResult]] = {}
     ready: dict[str, list[float]] = {k: [] for k in kinds}
     for r in range(rounds):

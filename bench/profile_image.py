@@ -59,8 +59,10 @@ from tritonbuild.hostenv import docker_binary  # noqa: E402
 ROLES = [("VLLM::EngineCore", "engine core (vLLM)"),
          ("VLLM::", "vLLM worker"),
          ("triton_python_backend_stub", "backend stub (model.py)"),
-         ("tritonserver", "tritonserver"),
+         # Before tritonserver: with Triton in its process, the frontend's command line
+         # names the repository in /opt/tritonserver.
          ("triton-openai", "frontend (triton-openai)"),
+         ("tritonserver", "tritonserver"),
          ("vllm.entrypoints.openai.api_server", "vLLM API server")]
 
 # Frames whose inclusive share of a process's samples the report gives, by process.
@@ -85,6 +87,7 @@ ENGINE = ["engine core (vLLM)", "vLLM worker"]
 # What each container is measured with: (container, target, port, request maker).
 PLAN = [("ours", "openai-chat", "openai", bench._chat_request),
         ("ours", "triton", "triton", bench._triton_request),
+        ("inprocess", "inprocess-chat", "openai", bench._chat_request),
         ("vllm", "vllm-chat", "openai", bench._chat_request)]
 
 
@@ -205,7 +208,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ours-docker-arg", action="append", default=[], metavar="ARG",
                    help="an extra `docker run` argument for our container only")
     p.add_argument("--servers", default="ours,vllm",
-                   help="which containers: ours, vllm (and before, with --before-image)")
+                   help="which containers: ours, inprocess (the frontend with Triton in "
+                        "its process), vllm (and before, with --before-image)")
     p.add_argument("--together", action="store_true",
                    help="start every container once, together, and keep them up: the "
                         "rounds then alternate loads, not starts (more rounds a minute)")

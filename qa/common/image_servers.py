@@ -3,6 +3,8 @@ qa/L0_prometheus compare them.
 
   ours   the image's own entrypoint: tritonserver with the vLLM backend and the OpenAI
          frontend, serving the sample model of the image's model repository
+  inprocess  the image's entrypoint with TRITON_IN_PROCESS=1: the OpenAI frontend alone,
+         with Triton in its own process, on the same repository
   vllm   vLLM's own OpenAI server (`python -m vllm.entrypoints.openai.api_server`), run in
          a container of the same image on the same model, with the engine settings of the
          image's model.json turned into its command-line flags
@@ -70,12 +72,19 @@ class Container:
 
 def start_container(image: str, kind: str, model_json: dict, *,
                     docker_args=()) -> tuple[ServedProcess, dict[str, str]]:
-    """Start the `kind` ("ours" or "vllm") container of `image`, without waiting for it:
-    (the container, {port name: the path that answers once it is ready})."""
+    """Start the `kind` ("ours", "inprocess" or "vllm") container of `image`, without
+    waiting for it: (the container, {port name: the path that answers once it is ready}).
+    "inprocess" is the OpenAI frontend with Triton in its own process, on the image's
+    model repository (no tritonserver)."""
     if kind == "ours":
         ports = {"triton": TRITON_HTTP_PORT, "openai": OPENAI_PORT}
         command = []
         checks = {"triton": "/v2/health/ready", "openai": "/health/ready"}
+    elif kind == "inprocess":
+        ports = {"openai": OPENAI_PORT}
+        command = []  # the entrypoint's: triton-openai --model-repository, as a user runs it
+        docker_args = [*docker_args, "-e", "TRITON_IN_PROCESS=1"]
+        checks = {"openai": "/health/ready"}
     elif kind == "vllm":
         ports = {"openai": OPENAI_PORT}
         command = ["python", "-m", "vllm.entrypoints.openai.api_server",

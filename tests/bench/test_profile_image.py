@@ -81,3 +81,14 @@ def test_a_before_image_runs_our_server_from_it_under_targets_of_its_own():
     summary = profile.summarize(runs)
     assert summary["before-openai-chat"]["vs_vllm-chat"]["serving_us"]["median"] == 3.0
     assert summary["openai-chat"]["vs_vllm-chat"]["serving_us"]["median"] == 1.5
+
+
+def test_the_frontend_with_triton_in_its_process_is_told_from_tritonserver():
+    # Its command line names the repository under /opt/tritonserver.
+    assert profile.role_of("/opt/venv/bin/python /opt/venv/bin/triton-openai "
+                           "--model-repository /opt/tritonserver/model_repository"
+                           ) == "frontend (triton-openai)"
+    assert profile.role_of("tritonserver --model-repository=/opt/tritonserver/"
+                           "model_repository") == "tritonserver"
+    assert [target for kind, target, _, _ in profile.PLAN if kind == "inprocess"] == [
+        "inprocess-chat"]
