@@ -102,6 +102,26 @@ def test_one_dead_answer_is_enough(answer):
     assert asyncio.run(main()) == {"llm": answer.message}
 
 
+def test_a_death_is_told_once_to_whoever_stops_for_it():
+    fake = FakeTriton()
+    fake.health["llm"] = ENGINE_DEAD
+    told = []
+
+    async def main():
+        catalog = ModelCatalog(fake)
+        watch = ModelWatch(fake.model_health, catalog, CollectorRegistry(), 0.01, 0.05,
+                           on_dead=lambda name, why: told.append((name, why)))
+        for _ in range(3):  # still dead at each check: one death
+            await watch._check("llm")
+        fake.health["llm"] = None
+        await watch._check("llm")
+        fake.health["llm"] = ENGINE_DEAD
+        await watch._check("llm")  # dead again: a second death
+
+    asyncio.run(main())
+    assert told == [("llm", ENGINE_DEAD.message)] * 2
+
+
 @pytest.mark.parametrize("failure", ["timeout", "unreachable"])
 def test_a_slow_or_unreachable_model_is_dead_only_after_3_misses_in_a_row(failure):
     fake = FakeTriton()

@@ -123,17 +123,15 @@ class ModelWatch:
             log.warning("model %s: %s (%d of %d)", name, why, self._misses[name], MISSES)
 
     def _dead(self, name: str, why: str) -> None:
-        if name not in self._catalog.dead:
+        newly = name not in self._catalog.dead
+        self._catalog.dead[name] = why
+        self._healthy.labels(name).set(0)
+        if newly:
             self._deaths.labels(name).inc()
             log.error("model %s cannot serve: %s; its requests are refused until it "
                       "answers its health check again", name, why)
-            self._catalog.dead[name] = why
-            self._healthy.labels(name).set(0)
             if self._on_dead is not None:
                 self._on_dead(name, why)
-            return
-        self._catalog.dead[name] = why
-        self._healthy.labels(name).set(0)
 
     def _forget(self, name: str) -> None:
         """A model no longer served (or the watch stopping): nothing of it is kept."""
