@@ -126,13 +126,24 @@ def library_path(explicit: str | None = None) -> str:
     return path
 
 
+# Calls that wait (models load and unload): the interpreter's lock is released for them,
+# and they run in threads of their own.  Every other call holds it: each is short, no
+# Python runs on Triton's threads to wait for it, and a ctypes call that lets the lock go
+# hands it to any other thread that wants it, for up to a switch interval (5 ms) before
+# the event loop gets it back.
+BLOCKING = frozenset({"TRITONSERVER_ServerNew", "TRITONSERVER_ServerStop",
+                      "TRITONSERVER_ServerDelete"})
+
+
 class Capi:
     """The loaded library: each declared function as a method that raises on error."""
 
     def __init__(self, path: str):
         self.lib = _open(Path(path))
         self.path = path
-        lib = self.lib
+        # The same library (dlopen counts it once more), with calls that keep the lock.
+        lib = ctypes.PyDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        self.fast = lib
         lib.TRITONSERVER_ErrorMessage.restype = c_char_p
         lib.TRITONSERVER_ErrorMessage.argtypes = [_P]
         lib.TRITONSERVER_ErrorCode.restype = c_int
@@ -140,14 +151,14 @@ class Capi:
         lib.TRITONSERVER_ErrorDelete.restype = None
         lib.TRITONSERVER_ErrorDelete.argtypes = [_P]
         for name, argtypes in _CALLS.items():
-            fn = getattr(lib, name)
+            fn = getattr(self.lib if name in BLOCKING else lib, name)
             fn.restype = _ERR
             fn.argtypes = argtypes
             setattr(self, name.removeprefix("TRITONSERVER_"), _checked(self, fn))
 
     def error_text(self, err: int) -> tuple[str, str]:
-        code = self.lib.TRITONSERVER_ErrorCode(err)
-        message = self.lib.TRITONSERVER_ErrorMessage(err) or b""
+        code = self.fast.TRITONSERVER_ErrorCode(err)
+        message = self.fast.TRITONSERVER_ErrorMessage(err) or b""
         name = ERROR_CODES[code] if 0 <= code < len(ERROR_CODES) else "UNKNOWN"
         return name, message.decode("utf-8", errors="replace")
 
@@ -155,7 +166,7 @@ class Capi:
         try:
             code, message = self.error_text(err)
         finally:
-            self.lib.TRITONSERVER_ErrorDelete(err)
+            self.fast.TRITONSERVER_ErrorDelete(err)
         raise CapiError(code, message)
 
     def version(self) -> tuple[int, int]:

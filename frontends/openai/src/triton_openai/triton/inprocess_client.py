@@ -165,7 +165,7 @@ class InProcessTritonClient:
         self._unreleased: dict[int, _Stream] = {}
         self._ids = itertools.count(1)
         self._aborts = AbortTasks()
-        shim = ctypes.CDLL(_shim_path())
+        shim = ctypes.PyDLL(_shim_path())  # short calls: the lock is kept (capi.BLOCKING)
         lib = self._capi.lib
         self._wake_fd = shim.shim_init(*(
             ctypes.cast(getattr(lib, f"TRITONSERVER_{name}"), c_void_p)
@@ -401,17 +401,20 @@ class InProcessTritonClient:
     async def _unary(self, model: str, request_id: str, parameters: dict) -> None:
         """A request that the backend answers with an empty final response, or an error."""
         stream = self._submit(model, request_id, [], [], parameters)
+        answered = False
         try:
             while True:
                 items = await stream.next_items()
                 while items:
                     out, final = items.popleft()
+                    answered = final or isinstance(out, TritonError)
                     if isinstance(out, TritonError):
                         raise out
                     if final:
                         return
         finally:
-            self._cancel(stream)
+            if not answered:  # the caller gave up waiting (a timeout)
+                self._cancel(stream)
 
     async def _abort(self, model: str, request_id: str) -> None:
         try:
