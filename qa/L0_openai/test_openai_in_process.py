@@ -2,8 +2,9 @@
 
 No tritonserver runs: the frontend loads libtritonserver and serves the suite's models
 through Triton's C API (frontends/openai/.../triton/inprocess_client.py).  In the image
-pass, a container of the image runs that command; on a host, this checkout's frontend
-with the nvidia-pytriton wheel's library and backends.  The same engine, backend and
+pass, a container of the image started as a user starts it (its entrypoint with
+TRITON_IN_PROCESS=1); on a host, this checkout's frontend with the nvidia-pytriton
+wheel's library and backends.  The same engine, backend and
 models as the rest of the suite.
 """
 
@@ -73,8 +74,7 @@ def test_a_stream_equals_the_whole_answer_and_usage_counts_its_tokens(http):
     assert text == whole["choices"][0]["message"]["content"]
     assert events[-1]["usage"] == whole["usage"]
     assert whole["usage"]["completion_tokens"] == 24
-    # Every token came, in order: the tokenizer endpoint counts the streamed text's
-    # tokens the way the engine made them.
+    # The stream ends as the whole answer did: at the token budget.
     assert [e["choices"][0]["finish_reason"] for e in events if e["choices"]][-1] == "length"
 
 
