@@ -372,49 +372,41 @@ class InProcessTritonClient:
             except capi.CapiError as err:
                 log.debug("cancel failed: %s", err.message)
 
-    async def stream_infer(
+    def stream_infer(
         self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str
     ) -> AsyncIterator[InferResponse]:
-        stream = self._submit(model, request_id, inputs, outputs, {})
+        return self._responses(model, request_id, inputs, outputs, {}, abort=True)
+
+    async def _responses(self, model: str, request_id: str, inputs: list[Tensor],
+                         outputs: list[str], parameters: dict, *, abort: bool
+                         ) -> AsyncIterator[InferResponse]:
+        """One request's responses, until the final one.  A caller that goes away
+        cancels the request in Triton; with `abort`, the backend is told at once as well
+        (its cancellation poll is slower)."""
+        stream = self._submit(model, request_id, inputs, outputs, parameters)
         ended = False
         try:
             while True:
                 items = await stream.next_items()
                 while items:
                     out, final = items.popleft()
+                    ended = final or isinstance(out, TritonError)
                     if isinstance(out, TritonError):
-                        ended = True
                         raise out
-                    if final:
-                        ended = True
                     if out is not None or final:
                         yield InferResponse(out or {}, final, more=bool(items))
                     if final:
                         return
         finally:
             if not ended:
-                # The caller went away: Triton cancels the request, and the backend is
-                # told at once as well (its cancellation poll is slower).
                 self._cancel(stream)
-                self._aborts.start(self._abort(model, request_id))
+                if abort:
+                    self._aborts.start(self._abort(model, request_id))
 
     async def _unary(self, model: str, request_id: str, parameters: dict) -> None:
         """A request that the backend answers with an empty final response, or an error."""
-        stream = self._submit(model, request_id, [], [], parameters)
-        answered = False
-        try:
-            while True:
-                items = await stream.next_items()
-                while items:
-                    out, final = items.popleft()
-                    answered = final or isinstance(out, TritonError)
-                    if isinstance(out, TritonError):
-                        raise out
-                    if final:
-                        return
-        finally:
-            if not answered:  # the caller gave up waiting (a timeout)
-                self._cancel(stream)
+        async for _ in self._responses(model, request_id, [], [], parameters, abort=False):
+            pass
 
     async def _abort(self, model: str, request_id: str) -> None:
         try:
