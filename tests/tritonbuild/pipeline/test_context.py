@@ -12,8 +12,8 @@ def test_stages_only_what_the_image_needs(plan_for, tmp_path, wheelhouse):
     files = write_build_dir(plan, render(plan), "#!/bin/sh\n")
     ctx = files.context
     top = sorted(p.name for p in ctx.iterdir())
-    assert top == ["backends", "frontends", "image", "model_repository", "sample_repository",
-                   "wheelhouse"]
+    assert top == ["backends", "frontends", "image", "model_repository", "patches",
+                   "sample_repository", "wheelhouse"]
     assert (ctx / "image" / "entrypoint.sh").stat().st_mode & 0o111
     assert not list(ctx.rglob("__pycache__"))
     wheel = next(wheelhouse.iterdir())

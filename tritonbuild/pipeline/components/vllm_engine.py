@@ -9,6 +9,10 @@ __all__ = ["VllmEngine", "CONSTRAINTS"]
 # The lock of the GPU environment in the build context; every pip step of the venv
 # stage installs within it (PIP_CONSTRAINT).
 CONSTRAINTS = "constraints.txt"
+# The patch that lets vLLM's shared-memory readers sleep between polls (CPU images), and
+# the sleep the image sets: see the script's docstring.
+SHM_BUSY_SLEEP_PATCH = "vllm_shm_busy_sleep.py"
+SHM_BUSY_SLEEP = ("VLLM_SHM_BROADCAST_BUSY_SLEEP_S", "0.0001")
 
 
 class VllmEngine(Component):
@@ -37,9 +41,20 @@ class VllmEngine(Component):
                                  "numpy<2 for Triton's Python backend"))
         return steps
 
+    def venv_patches(self) -> list[str]:
+        """Scripts (in the build context) that the venv stage runs after its pip steps."""
+        # vLLM on the CPU always runs its multiprocess executor, whose readers spin; a GPU
+        # engine of one GPU runs in the engine core's process, with no such queue.
+        if self.plan.gpu or not self.plan.has_backend("vllm"):
+            return []
+        return [SHM_BUSY_SLEEP_PATCH]
+
     def context(self) -> list[ContextItem]:
+        items = [ContextItem(f"patches/{name}",
+                             source=self.plan.repo_root / "dockerfiles" / "patches" / name)
+                 for name in self.venv_patches()]
         lock = self.plan.constraints.value
-        return [ContextItem(CONSTRAINTS, source=lock)] if lock is not None else []
+        return items + ([ContextItem(CONSTRAINTS, source=lock)] if lock is not None else [])
 
     def pip_uninstall(self) -> list[str]:
         if self.plan.gpu or not self.plan.has_backend("vllm"):
@@ -61,6 +76,8 @@ class VllmEngine(Component):
         if not self.plan.gpu:
             # GiB of KV cache: enough for the sample model; raise it for real models.
             env.append(("VLLM_CPU_KVCACHE_SPACE", "1"))
+            if self.plan.has_backend("vllm"):
+                env.append(SHM_BUSY_SLEEP)
         elif self.plan.has_backend("vllm"):
             # vLLM's engine core and tensor-parallel workers are processes of their own;
             # forked from the Python backend's stub (threads, Triton's shared memory) they
