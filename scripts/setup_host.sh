@@ -78,6 +78,10 @@ if [ ! -f "$venv/.complete" ]; then
     touch "$venv/.complete"
 fi
 quiet_pip "$venv/bin/pip" install -q -r "$repo/requirements/host-test.txt" >&2
+# The CPU image's change to vLLM (dockerfiles/patches/vllm_shm_busy_sleep.py): the engine's
+# processes then stop spinning a core each, which on a small machine the servers the
+# suites start need.  Applied once (a no-op after); the setting is exported below.
+"$venv/bin/python" "$repo/dockerfiles/patches/vllm_shm_busy_sleep.py" >&2
 
 # --- aiperf, in a venv of its own -------------------------------------------
 # Keyed on its requirements file: a new pin makes a new venv; an unchanged one is reused.
@@ -120,3 +124,6 @@ echo "export TVB_VENV=$venv"
 echo "export TVB_TRITON_HOME=$triton_home"
 echo "export TVB_PYTHON_LIBDIR=$pylib"
 echo "export TVB_AIPERF=$aiperf_venv/bin/aiperf"
+busy_sleep=$(cd "$repo" && "$python" -c \
+    'from tritonbuild.pipeline.components.vllm_engine import SHM_BUSY_SLEEP as s; print(*s, sep="=")')
+echo "export $busy_sleep"

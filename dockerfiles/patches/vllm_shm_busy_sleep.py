@@ -38,7 +38,8 @@ MARKER = f"# {SETTING}: patched in by the image build"
 # Where the setting is read: after the import of sched_yield, which the busy loop calls.
 IMPORT_ANCHOR = "from vllm.distributed.utils import StatelessProcessGroup, sched_yield\n"
 READ_SETTING = f'''
-{MARKER} (see its patch script).
+{MARKER}
+# (dockerfiles/patches/vllm_shm_busy_sleep.py says why).
 
 
 def _busy_sleep_s() -> float:

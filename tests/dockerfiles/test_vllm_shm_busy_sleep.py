@@ -32,17 +32,23 @@ patch = _load_script()
 
 
 @pytest.fixture(scope="module")
-def pinned_module() -> Path:
+def pinned_source() -> str:
+    """shm_broadcast.py as the pinned vLLM ships it (scripts/setup_host.sh patches the
+    host's copy: the patch is taken out again here)."""
     vllm = pytest.importorskip("vllm")
     if vllm.__version__ != pins.get("vllm.cpu_version"):
         pytest.skip(f"the host's vLLM is {vllm.__version__}, the image's "
                     f"{pins.get('vllm.cpu_version')}")
-    return patch.installed_module()
+    source = patch.installed_module().read_text()
+    source = source.replace(patch.IMPORT_ANCHOR + patch.READ_SETTING, patch.IMPORT_ANCHOR)
+    source = source.replace(patch.BUSY_PATCHED, patch.BUSY_ANCHOR)
+    assert patch.MARKER not in source
+    return source
 
 
-def test_the_pinned_vllm_is_patched_once(pinned_module, tmp_path):
+def test_the_pinned_vllm_is_patched_once(pinned_source, tmp_path):
     copy = tmp_path / "shm_broadcast.py"
-    original = pinned_module.read_text()
+    original = pinned_source
     copy.write_text(original)
     assert patch.main([str(copy)]) == 0
     once = copy.read_text()
@@ -97,9 +103,9 @@ os._exit(0)  # zmq's teardown of sockets nobody closed is not what is tested
 
 
 @pytest.fixture(scope="module")
-def patched_copy(pinned_module, tmp_path_factory) -> Path:
+def patched_copy(pinned_source, tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("patched")
-    (folder / "shm_broadcast.py").write_text(patch.patched(pinned_module.read_text()))
+    (folder / "shm_broadcast.py").write_text(patch.patched(pinned_source))
     return folder
 
 
