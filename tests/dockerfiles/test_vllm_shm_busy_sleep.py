@@ -70,8 +70,8 @@ def test_a_changed_reader_loop_is_refused_and_left_as_it_was(tmp_path, capsys):
 
 def _waits(module_dir: Path, settings: list[str | None], calls: int = 200) -> list:
     """For each setting, the patched module loaded anew under it and `calls` busy waits
-    of its reader timed: seconds, or the error of the module's import.  One Python of its
-    own for all of them (the module imports torch)."""
+    of its reader timed: [the sleep it read, seconds], or the error of the module's
+    import.  One Python of its own for all of them (the module imports torch)."""
     env = {k: v for k, v in os.environ.items() if k != patch.SETTING}
     code = f"""
 import importlib.util, json, os, sys, time, zmq
@@ -92,7 +92,7 @@ for i, setting in enumerate(json.loads(sys.argv[1])):
     start = time.perf_counter()
     for _ in range({calls}):
         reader.wait(timeout_ms=1000)  # within a second of the last read: the busy branch
-    out.append(time.perf_counter() - start)
+    out.append([m._BUSY_SLEEP_S, time.perf_counter() - start])
 print(json.dumps(out), flush=True)
 os._exit(0)  # zmq's teardown of sockets nobody closed is not what is tested
 """
@@ -113,9 +113,11 @@ BAD_SETTINGS = ["abc", "-1", "5", "nan"]
 
 
 def test_the_readers_sleep_as_the_setting_says_and_a_bad_one_is_a_clear_error(patched_copy):
-    slept, spun, *bad = _waits(patched_copy, ["0.002", None, *BAD_SETTINGS])
-    assert slept >= 200 * 0.002
-    assert spun < 200 * 0.002 / 4  # unset: vLLM's own busy loop
+    (sleep, slept), (unset, spun), *bad = _waits(patched_copy, ["0.002", None, *BAD_SETTINGS])
+    assert sleep == 0.002
+    assert slept >= 200 * 0.002  # every wait of the busy loop slept
+    assert unset == 0  # vLLM's own busy loop: yields only
+    assert spun < slept
     for value, error in zip(BAD_SETTINGS, bad, strict=True):
         assert f"{patch.SETTING} must be seconds, at least 0 and below 1" in error
         assert repr(value) in error
