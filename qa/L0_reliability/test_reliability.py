@@ -24,6 +24,7 @@ import time
 import httpx
 import pytest
 
+from qa.common.docker import LEAST_CPU_WEIGHT
 from qa.common.figures import record
 from qa.common.sse import iter_events
 from qa.L0_image.conftest import READY_TIMEOUT, docker, serve
@@ -34,12 +35,6 @@ pytestmark = pytest.mark.docker
 STREAMS = 4
 FIRST_STREAM_TOKENS, STREAM_TOKENS = 100, 2000
 STREAM_END_S = 2.0     # kill to the end of every stream, at most
-# The container gets every cycle the test leaves, but cannot starve the test's client:
-# at the default weight a client held off both cores for over a second measured its
-# own wait as the server's (a new request "still served 2.8 s after the kill", sent
-# only after the frontend had drained and exited), as qa/common/tritonserver.py found
-# for the suites' cancellation checks.
-LEAST_CPU_WEIGHT = ("--cpu-shares=2",)
 # Kill to the container's exit, at most: a dead frontend lets tritonserver drain what it
 # had in flight (SHUTDOWN_GRACE_SECONDS, 20 s by default) before it stops.
 EXIT_S = 45.0
@@ -192,7 +187,7 @@ def cut_by_the_kill(streams: list[Streams], killed: float) -> list[tuple[float, 
 @pytest.mark.parametrize("process", list(EXIT_STATUSES))
 def test_a_killed_process_ends_every_stream_and_the_container(image, process):
     statuses = EXIT_STATUSES[process]
-    served = serve(image, *LEAST_CPU_WEIGHT)
+    served = serve(image, LEAST_CPU_WEIGHT)
     url = f"http://127.0.0.1:{served.openai}/v1/completions"
     try:
         # Found first: `docker top` can take seconds on a loaded machine, and the kill
@@ -268,7 +263,7 @@ def test_a_frontend_alone_before_a_dead_engine_says_so_itself(image):
     ready.  The frontend's own watch sees the model dead: its streams end with an error
     event, readiness turns 503 naming the model, and new requests get a 503
     (service_unavailable, with Retry-After), each within STREAM_END_S of the kill."""
-    served = serve(image, *LEAST_CPU_WEIGHT, command=("bash", "-c", UNWATCHED))
+    served = serve(image, LEAST_CPU_WEIGHT, command=("bash", "-c", UNWATCHED))
     base = f"http://127.0.0.1:{served.openai}"
     try:
         served.box.wait_http("openai", "/health/ready", timeout=READY_TIMEOUT)

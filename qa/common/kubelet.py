@@ -27,6 +27,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from qa.common.docker import LEAST_CPU_WEIGHT
 from qa.common.tritonserver import free_port
 from tritonbuild.hostenv import docker_binary
 
@@ -211,9 +212,7 @@ class PodContainer:
     def docker_args(self) -> list[str]:
         c = self.container
         args = ["run", "-d", "--name", self.name, "--network", self.network,
-                # The least CPU weight, as qa.common.tritonserver: the tests' own
-                # client keeps its share of a small machine.
-                "--cpu-shares=2"]
+                LEAST_CPU_WEIGHT]
         for alias in self._aliases():
             args += ["--network-alias", alias]
         for port in c.get("ports") or []:

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from qa.common.docker import LEAST_CPU_WEIGHT
 from qa.common.models import gpu_count
 from qa.common.served import ServedProcess, ServerError, free_port
 
@@ -83,12 +84,7 @@ def container_args(model_repository: Path, mounts=(), env=None) -> list[str]:
     # As the test's own user: the repository and the model live in folders only it
     # may read (pytest's tmp dirs, ~/.cache are 0700), which the image's own user
     # cannot; the image's default user is checked by L0_build_image.
-    # The least CPU weight: the container still gets every cycle the tests leave, but
-    # it no longer starves them.  With the default weight, a busy engine held the
-    # tests' client off both cores of a 2-core machine for seconds, and its cancels
-    # came after the request had ended (of 24 runs of the cancellation tests, 3
-    # failed with the default weight, 5 with a quarter of it, none with this one).
-    args = ["--cpu-shares=2", "--user", f"{os.getuid()}:{os.getgid()}",
+    args = [LEAST_CPU_WEIGHT, "--user", f"{os.getuid()}:{os.getgid()}",
             "-v", f"{model_repository}:/models:ro", "-e", "MODEL_REPOSITORY=/models"]
     for mount in mounts:
         args += ["-v", f"{mount}:{mount}:ro"]

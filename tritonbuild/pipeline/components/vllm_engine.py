@@ -76,7 +76,7 @@ class VllmEngine(Component):
         if not self.plan.gpu:
             # GiB of KV cache: enough for the sample model; raise it for real models.
             env.append(("VLLM_CPU_KVCACHE_SPACE", "1"))
-            if self.plan.has_backend("vllm"):
+            if SHM_BUSY_SLEEP_PATCH in self.venv_patches():  # only a patched vLLM reads it
                 env.append(SHM_BUSY_SLEEP)
         elif self.plan.has_backend("vllm"):
             # vLLM's engine core and tensor-parallel workers are processes of their own;
