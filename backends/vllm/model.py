@@ -120,6 +120,7 @@ class TritonPythonModel:
             raise ConfigError("REPORT_PER_TOKEN_METRICS adds a histogram to "
                               "REPORT_CUSTOM_METRICS: set that too")
         max_interval = coalesce.max_interval(parameters, os.environ)
+        max_delay = coalesce.max_delay_s(parameters, os.environ)
 
         # Before vLLM and torch look at the GPUs: each KIND_GPU instance gets its own.
         os.environ.update(engine_config.instance_device_env(
@@ -173,6 +174,7 @@ class TritonPythonModel:
         # A vLLM without per-request stream intervals (the GPU image's 0.11) streams every
         # token, as before.
         self._max_interval = max_interval if "stream_interval" in self._sampling_fields else 1
+        self._max_delay = max_delay
         if self.runner == io_spec.GENERATE and engine_config.bool_setting(
                 parameters, "ENGINE_WARMUP", default=True):
             self._warm_up(engine, SamplingParams, not engine_args.skip_tokenizer_init)
@@ -210,7 +212,8 @@ class TritonPythonModel:
         self._requests = RequestsInFlight()
         self._streams = 0  # streaming requests in flight, counted on the loop
         self._recent_streams = coalesce.RecentPeak()
-        self._max_interval = 1
+        self._pace = coalesce.TokenPace()  # told by the streams, on the loop
+        self._max_interval, self._max_delay = 1, None
         self._death: BaseException | None = None  # what the engine died of
         self._death_handled = False
         # Requests already answered with the engine's death (health.py): nothing more is
@@ -372,7 +375,8 @@ class TritonPythonModel:
             # stream_interval is kept as it asked.
             if self._max_interval > 1 and job.sampling.stream_interval is None:
                 load = self._recent_streams.observe(self._streams, self._loop.time())
-                job.sampling.stream_interval = coalesce.interval_for(load, self._max_interval)
+                job.sampling.stream_interval = coalesce.interval_for(
+                    load, self._max_interval, self._pace.seconds_per_token, self._max_delay)
             await self._generate_outputs(job, sender)
         finally:
             self._streams -= 1
@@ -383,7 +387,7 @@ class TritonPythonModel:
         # when this loop falls behind the engine, vLLM merges the deltas waiting for it
         # into one, so a slow consumer costs fewer responses, not more copying.
         # Cancellation is noticed and aborted in vLLM by _poll_cancelled().
-        last = None
+        last, sent_at = None, None
         async for result in self.engine.generate(job.prompt, sampling, job.id,
                                                  lora_request=job.lora_request,
                                                  priority=job.priority):
@@ -391,6 +395,10 @@ class TritonPythonModel:
                 break
             last = result
             if job.stream and not result.finished:
+                now = self._loop.time()
+                if sent_at is not None:
+                    self._pace.observe(now - sent_at, outputs.new_tokens(result))
+                sent_at = now
                 self._send(sender, outputs.generate_outputs(result, sampling.n, job.wanted))
         if last is None or self._requests.is_cancelled(job.id):
             # Cancelled before the end: nobody is listening, only Triton needs the flag.

@@ -14,8 +14,53 @@ def test_the_interval_grows_with_the_streams_in_flight(streams, largest, expecte
     assert coalesce.interval_for(streams, largest) == expected
 
 
-def test_the_parameter_wins_over_the_environment_and_defaults_to_eight():
-    assert coalesce.max_interval({}, {}) == 8
+@pytest.mark.parametrize(("streams", "expected"), [(16, 7), (17, 8), (32, 15), (33, 16), (64, 16)])
+def test_the_default_maximum_is_reached_from_33_streams(streams, expected):
+    assert coalesce.interval_for(streams, coalesce.max_interval({}, {})) == expected
+
+
+@pytest.mark.parametrize(("seconds_per_token", "max_delay", "expected"), [
+    (None, 0.150, 16),  # no pace seen yet: the load alone
+    (0.005, None, 16),  # no bound
+    (0.005, 0.150, 16),  # 31 tokens would fit: the load's 16
+    (0.010, 0.150, 16),  # 15 more tokens fit in 150 ms
+    (0.020, 0.150, 8),
+    (0.040, 0.150, 4),  # a slow engine: 3 more tokens, 120 ms
+    (0.200, 0.150, 1),  # slower than the bound: every token as it comes
+])
+def test_a_response_waits_no_longer_than_the_delay_bound(seconds_per_token, max_delay, expected):
+    assert coalesce.interval_for(64, 16, seconds_per_token, max_delay) == expected
+
+
+def test_the_pace_is_a_moving_average_of_the_gaps_per_token():
+    pace = coalesce.TokenPace(weight=0.5)
+    assert pace.seconds_per_token is None
+    pace.observe(0.080, 8)  # 8 tokens in 80 ms
+    assert pace.seconds_per_token == pytest.approx(0.010)
+    pace.observe(0.030, 1)
+    assert pace.seconds_per_token == pytest.approx(0.020)
+    # A response with no new token, or no time between, says nothing of the pace.
+    pace.observe(0.5, 0)
+    pace.observe(0.0, 3)
+    assert pace.seconds_per_token == pytest.approx(0.020)
+
+
+def test_the_delay_bound_defaults_to_150_ms_and_the_parameter_wins():
+    assert coalesce.max_delay_s({}, {}) == pytest.approx(0.150)
+    assert coalesce.max_delay_s({}, {"STREAM_INTERVAL_MAX_DELAY_MS": "40"}) == pytest.approx(0.040)
+    assert coalesce.max_delay_s({"STREAM_INTERVAL_MAX_DELAY_MS": {"string_value": "500"}},
+                                {"STREAM_INTERVAL_MAX_DELAY_MS": "40"}) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "2.5"])
+def test_a_bad_delay_bound_is_a_config_error(value):
+    with pytest.raises(ConfigError, match=r"^STREAM_INTERVAL_MAX_DELAY_MS must be a whole "
+                                          rf"number of at least 1 \(milliseconds\), got '{value}'$"):
+        coalesce.max_delay_s({"STREAM_INTERVAL_MAX_DELAY_MS": {"string_value": value}}, {})
+
+
+def test_the_parameter_wins_over_the_environment_and_defaults_to_sixteen():
+    assert coalesce.max_interval({}, {}) == 16
     assert coalesce.max_interval({}, {"STREAM_INTERVAL_MAX": "2"}) == 2
     assert coalesce.max_interval({"STREAM_INTERVAL_MAX": {"string_value": "1"}},
                                  {"STREAM_INTERVAL_MAX": "8"}) == 1

@@ -45,8 +45,8 @@ class FakeEngine:
     """Answers each prompt with the texts it is given, one step each; with `hold`, it
     then waits until it is aborted, as a long generation would."""
 
-    def __init__(self, steps=("He", "llo"), hold=False):
-        self.steps, self.hold = steps, hold
+    def __init__(self, steps=("He", "llo"), hold=False, step_s=0.0):
+        self.steps, self.hold, self.step_s = steps, hold, step_s
         self.started: list[str] = []
         self.aborted: list[str] = []
         self.priorities: list[int] = []
@@ -60,6 +60,8 @@ class FakeEngine:
         self.intervals.append(sampling.stream_interval)
         self.running.set()
         for i, text in enumerate(self.steps):
+            if i and self.step_s:
+                await asyncio.sleep(self.step_s)
             last = i == len(self.steps) - 1 and not self.hold
             yield Result([Choice(0, text, [i], finish_reason="stop" if last else None)],
                          finished=last, prompt=prompt.get("prompt", ""))
@@ -428,6 +430,30 @@ def test_streams_carry_more_tokens_per_response_as_more_streams_run(serve):
     for request in [*streams, own]:
         request.sender.wait()
     assert model._streams == 0
+
+
+def test_a_slow_engine_keeps_responses_within_the_delay_bound(serve):
+    model = serve(FakeEngine(steps=("x",), hold=True))
+    model._max_interval, model._max_delay = 16, 0.030
+    model._pace.seconds_per_token = 0.020  # one more token fits in 30 ms
+    streams = [generate_request(f"s{i}") for i in range(8)]
+    model.execute(streams)
+    _wait_for(lambda: len(model.engine.intervals) == 8)
+    # The load alone would give the seventh and eighth three tokens a response.
+    assert model.engine.intervals == [1, 1, 1, 1, 2, 2, 2, 2]
+    model._run(model.engine.abort(["all"]))
+    for request in streams:
+        request.sender.wait()
+
+
+def test_the_pace_is_told_by_the_gaps_between_a_streams_responses(serve):
+    model = serve(FakeEngine(steps=("a", "b", "c", "d"), step_s=0.02))
+    assert model._pace.seconds_per_token is None
+    request = generate_request()
+    model.execute([request])
+    assert texts(request.sender.wait()) == [[b"a"], [b"b"], [b"c"], [b"d"]]
+    # One token a response, 20 ms apart (the loop adds a little to each gap).
+    assert 0.02 <= model._pace.seconds_per_token < 0.1
 
 
 def test_coalescing_off_leaves_the_interval_to_vllm(serve):

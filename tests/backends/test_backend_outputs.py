@@ -2,7 +2,7 @@ import json
 
 import numpy as np
 from triton_vllm_backend.io_spec import inputs_for, outputs_for
-from triton_vllm_backend.outputs import Wanted, generate_outputs, pooling_outputs
+from triton_vllm_backend.outputs import Wanted, generate_outputs, new_tokens, pooling_outputs
 from vllm_fakes import Choice, Logprob, Pooled, PoolingResult, Result
 
 ALL = Wanted(True, True, True, True, True)
@@ -44,6 +44,11 @@ def test_stream_delta_per_choice():
     assert out["text_output"].tolist() == [b"", b"Yo"]
     assert out["num_output_tokens"].tolist() == [0, 1]
     assert out["finish_reason"].tolist() == [b"", b"stop"]
+
+
+def test_new_tokens_are_the_most_one_choice_brought():
+    assert new_tokens(Result([Choice(0, "abc", [1, 2, 3]), Choice(1, "d", [4])])) == 3
+    assert new_tokens(Result([])) == 0
 
 
 def test_pooling_output():

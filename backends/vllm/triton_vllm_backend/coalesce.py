@@ -15,7 +15,13 @@ clients that send again as soon as an answer ends) streams start and end in wave
 the first streams of each wave would otherwise see an idle instance and take every token
 alone, though the wave fills up a few milliseconds later.
 
-Pure (no Triton, no vLLM): model.py asks it once per streaming request.
+A token that waits for the others of its response is late by the engine's time per token
+for each of them, so the interval is also held to what fits in a delay bound at the pace
+the engine has lately produced tokens at: on a machine where a step takes 40 ms, eight
+tokens a response would hold text back for 280 ms, where at 5 ms they cost 35.
+
+Pure (no Triton, no vLLM): model.py asks it once per streaming request, and tells the
+pace each streamed response it sends.
 """
 
 from __future__ import annotations
@@ -25,33 +31,52 @@ from .engine_config import ConfigError, parameter
 # The config.pbtxt parameter (or environment variable) with the largest interval; 1 turns
 # the coalescing off.
 MAX_INTERVAL_SETTING = "STREAM_INTERVAL_MAX"
-DEFAULT_MAX_INTERVAL = 8
+DEFAULT_MAX_INTERVAL = 16
+# The config.pbtxt parameter (or environment variable) with the longest a token may wait
+# for the others of its response, in milliseconds.
+MAX_DELAY_SETTING = "STREAM_INTERVAL_MAX_DELAY_MS"
+DEFAULT_MAX_DELAY_MS = 150
 # Up to this many streams in flight (a stream itself included), every token goes out as
 # it comes: an instance this lightly loaded has CPU to spare for each.
 FREE_STREAMS = 4
 # Past that, each this many more streams add a token to each response: 5-6 streams get
-# two tokens at a time, 7-8 three, ..., 17 and more eight (with the default maximum).
+# two tokens at a time, 7-8 three, ..., 33 and more sixteen (with the default maximum).
 # Measured at 16 streams on 2 cores, in one container: 4 -> 8 tokens a response took
 # tritonserver from 91 to 62 us of CPU per token, the frontend from 109 to 78 and the
-# stub from 256 to 214 (backends/vllm/README.md, "Streaming under load").
+# stub from 256 to 214; at 64 streams, up to 16 tokens rather than 8 took the serving
+# side from 161 to 131 us per token and chat from 0.81x to 1.07x vLLM's tokens/s
+# (backends/vllm/README.md, "Where a streamed token's CPU goes").
 STREAMS_PER_EXTRA_TOKEN = 2
 
 
 def max_interval(params: dict, env: dict) -> int:
     """The largest interval the config (or the environment) allows; a clear error for a
     value that is not a whole number of at least 1."""
-    value = parameter(params, MAX_INTERVAL_SETTING)
+    return _whole_number(params, env, MAX_INTERVAL_SETTING, DEFAULT_MAX_INTERVAL,
+                         "1 sends every token at once")
+
+
+def max_delay_s(params: dict, env: dict) -> float:
+    """The longest a token may wait for the others of its response, in seconds, from the
+    config (or the environment); a clear error for a value that is not a whole number of
+    milliseconds of at least 1."""
+    return _whole_number(params, env, MAX_DELAY_SETTING, DEFAULT_MAX_DELAY_MS,
+                         "milliseconds") / 1000
+
+
+def _whole_number(params: dict, env: dict, name: str, default: int, hint: str) -> int:
+    value = parameter(params, name)
     if value is None:
-        value = env.get(MAX_INTERVAL_SETTING)
+        value = env.get(name)
     if value is None or str(value).strip() == "":
-        return DEFAULT_MAX_INTERVAL
+        return default
     try:
         number = int(str(value).strip())
     except ValueError:
         number = 0
     if number < 1:
-        raise ConfigError(f"{MAX_INTERVAL_SETTING} must be a whole number of at least 1 "
-                           f"(1 sends every token at once), got {value!r}")
+        raise ConfigError(f"{name} must be a whole number of at least 1 ({hint}), "
+                          f"got {value!r}")
     return number
 
 
@@ -75,8 +100,34 @@ class RecentPeak:
         return max(self._current, self._previous)
 
 
-def interval_for(streams_in_flight: int, largest: int) -> int:
+class TokenPace:
+    """The engine's recent time per output token of a stream: a moving average over the
+    gaps between a stream's responses, each divided by the tokens it brought."""
+
+    def __init__(self, weight: float = 0.05):
+        self._weight = weight
+        self.seconds_per_token: float | None = None  # None until a gap was seen
+
+    def observe(self, seconds: float, tokens: int) -> None:
+        """A streamed response that came `seconds` after the stream's previous one,
+        with `tokens` new tokens."""
+        if tokens < 1 or seconds <= 0:
+            return
+        pace = seconds / tokens
+        if self.seconds_per_token is None:
+            self.seconds_per_token = pace
+        else:
+            self.seconds_per_token += self._weight * (pace - self.seconds_per_token)
+
+
+def interval_for(streams_in_flight: int, largest: int, seconds_per_token: float | None = None,
+                 max_delay: float | None = None) -> int:
     """Tokens per response for a stream that starts with `streams_in_flight` streams
-    running, itself included."""
+    running, itself included; at most what keeps the response's first token from waiting
+    longer than `max_delay` seconds at `seconds_per_token` (both known)."""
     extra = max(0, streams_in_flight - FREE_STREAMS + 1) // STREAMS_PER_EXTRA_TOKEN
-    return max(1, min(largest, 1 + extra))
+    interval = min(largest, 1 + extra)
+    if seconds_per_token and max_delay is not None:
+        # A response's first token waits for the interval's other tokens.
+        interval = min(interval, 1 + int(max_delay / seconds_per_token))
+    return max(1, interval)

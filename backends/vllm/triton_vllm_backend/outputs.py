@@ -48,6 +48,11 @@ def _logprob_entries(token_ids, logprobs) -> list[dict]:
     return entries
 
 
+def new_tokens(request_output) -> int:
+    """The most tokens one choice of a streamed (DELTA) output brought."""
+    return max((len(o.token_ids) for o in request_output.outputs), default=0)
+
+
 def generate_outputs(request_output, n: int, wanted: Wanted,
                      prefix: str = "") -> dict[str, np.ndarray]:
     """Output arrays for one response.
