@@ -311,6 +311,10 @@ class TritonPythonModel:
                 kwargs["structured_outputs"] = StructuredOutputsParams(**structured)
             # Streams take each step's delta; a complete answer needs only the last output.
             kind = RequestOutputKind.DELTA if stream else RequestOutputKind.FINAL_ONLY
+            if "skip_clone" in self._sampling_fields:
+                # Made for this request alone: vLLM would otherwise deep-copy it in
+                # add_request (vLLM's own server marks its requests' parameters the same).
+                kwargs["skip_clone"] = True
             sampling = SamplingParams(**kwargs, output_kind=kind)
         except SAMPLING_ERRORS as e:
             raise params.ParameterError(f"invalid sampling parameters: {e}") from None

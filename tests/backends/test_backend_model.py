@@ -553,3 +553,20 @@ def test_after_the_engine_died_requests_and_health_checks_get_unavailable(serve)
         [answer] = sender.wait()
         assert answer.error.code() == pb.TritonError.UNAVAILABLE
     assert engine.started == []
+
+
+def test_each_requests_sampling_parameters_are_its_own_so_vllm_does_not_copy_them(model_module):
+    vllm = pytest.importorskip("vllm")
+    model = model_module.TritonPythonModel()
+    model._SamplingParams = vllm.SamplingParams
+    model._sampling_fields = set(vllm.SamplingParams.__struct_fields__)
+    model._compact_json = False
+    sampling, _, _ = model._sampling_params('{"max_tokens": 4, "temperature": 0}', stream=True)
+    # vLLM's AsyncLLM deep-copies parameters that are not marked, on every request, as
+    # its own server marks them.
+    assert sampling.skip_clone and sampling.max_tokens == 4
+    assert sampling.clone().max_tokens == 4
+    # A vLLM without the field (the GPU image's 0.11) is not given it.
+    model._sampling_fields.discard("skip_clone")
+    sampling, _, _ = model._sampling_params('{"max_tokens": 4}', stream=False)
+    assert not sampling.skip_clone
