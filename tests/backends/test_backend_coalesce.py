@@ -8,14 +8,14 @@ from triton_vllm_backend.engine_config import ConfigError
 
 
 @pytest.mark.parametrize(("streams", "largest", "expected"), [
-    (1, 8, 1), (4, 8, 1), (5, 8, 2), (6, 8, 2), (7, 8, 3), (16, 8, 7), (17, 8, 8),
+    (1, 8, 1), (4, 8, 1), (5, 8, 2), (6, 8, 3), (8, 8, 5), (11, 8, 8), (16, 8, 8),
     (64, 8, 8), (64, 4, 4), (64, 1, 1), (0, 8, 1)])
 def test_the_interval_grows_with_the_streams_in_flight(streams, largest, expected):
     assert coalesce.interval_for(streams, largest) == expected
 
 
-@pytest.mark.parametrize(("streams", "expected"), [(16, 7), (17, 8), (32, 15), (33, 16), (64, 16)])
-def test_the_default_maximum_is_reached_from_33_streams(streams, expected):
+@pytest.mark.parametrize(("streams", "expected"), [(8, 5), (16, 13), (18, 15), (19, 16), (64, 16)])
+def test_the_default_maximum_is_reached_from_19_streams(streams, expected):
     assert coalesce.interval_for(streams, coalesce.max_interval({}, {})) == expected
 
 

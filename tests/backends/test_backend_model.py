@@ -423,9 +423,9 @@ def test_streams_carry_more_tokens_per_response_as_more_streams_run(serve):
     own = generate_request("own", sampling_parameters=text('{"stream_interval": 1}'))
     model.execute([*streams, whole, own])
     _wait_for(lambda: len(model.engine.intervals) == 8)
-    # The first four streams get every token; the fifth and sixth two at a time; a
-    # complete answer is not a stream; a client's own interval is kept.
-    assert model.engine.intervals == [1, 1, 1, 1, 2, 2, None, 1]
+    # The first four streams get every token, the fifth two at a time, the sixth three;
+    # a complete answer is not a stream; a client's own interval is kept.
+    assert model.engine.intervals == [1, 1, 1, 1, 2, 3, None, 1]
     model._run(model.engine.abort(["all"]))
     for request in [*streams, own]:
         request.sender.wait()
@@ -439,7 +439,7 @@ def test_a_slow_engine_keeps_responses_within_the_delay_bound(serve):
     streams = [generate_request(f"s{i}") for i in range(8)]
     model.execute(streams)
     _wait_for(lambda: len(model.engine.intervals) == 8)
-    # The load alone would give the seventh and eighth three tokens a response.
+    # The load alone would give the sixth to eighth three, four and five tokens a response.
     assert model.engine.intervals == [1, 1, 1, 1, 2, 2, 2, 2]
     model._run(model.engine.abort(["all"]))
     for request in streams:

@@ -37,16 +37,18 @@ DEFAULT_MAX_INTERVAL = 16
 MAX_DELAY_SETTING = "STREAM_INTERVAL_MAX_DELAY_MS"
 DEFAULT_MAX_DELAY_MS = 150
 # Up to this many streams in flight (a stream itself included), every token goes out as
-# it comes: an instance this lightly loaded has CPU to spare for each.
-FREE_STREAMS = 4
-# Past that, each this many more streams add a token to each response: 5-6 streams get
-# two tokens at a time, 7-8 three, ..., 33 and more sixteen (with the default maximum).
-# Measured at 16 streams on 2 cores, in one container: 4 -> 8 tokens a response took
+# it comes: an instance this lightly loaded has CPU to spare for each.  Past that, each
+# further stream adds a token to each response: 5 streams get two tokens at a time, 8
+# five, 16 thirteen, 19 and more sixteen (with the default maximum, and as far as the
+# delay bound allows).
+# Measured on 2 cores: at 16 streams, in one container, 4 -> 8 tokens a response took
 # tritonserver from 91 to 62 us of CPU per token, the frontend from 109 to 78 and the
 # stub from 256 to 214; at 64 streams, up to 16 tokens rather than 8 took the serving
-# side from 161 to 131 us per token and chat from 0.81x to 1.07x vLLM's tokens/s
-# (backends/vllm/README.md, "Where a streamed token's CPU goes").
-STREAMS_PER_EXTRA_TOKEN = 2
+# side from 161 to 131 us per token and chat from 0.81x to 1.07x vLLM's tokens/s; at 8
+# and 16 streams, a token more per extra stream rather than per two gave 8% and 10% more
+# tokens/s, with lower TTFT and TPOT (backends/vllm/README.md, "Where a streamed token's
+# CPU goes").
+FREE_STREAMS = 4
 
 
 def max_interval(params: dict, env: dict) -> int:
@@ -125,8 +127,7 @@ def interval_for(streams_in_flight: int, largest: int, seconds_per_token: float 
     """Tokens per response for a stream that starts with `streams_in_flight` streams
     running, itself included; at most what keeps the response's first token from waiting
     longer than `max_delay` seconds at `seconds_per_token` (both known)."""
-    extra = max(0, streams_in_flight - FREE_STREAMS + 1) // STREAMS_PER_EXTRA_TOKEN
-    interval = min(largest, 1 + extra)
+    interval = min(largest, 1 + max(0, streams_in_flight - FREE_STREAMS))
     if seconds_per_token and max_delay is not None:
         # A response's first token waits for the interval's other tokens.
         interval = min(interval, 1 + int(max_delay / seconds_per_token))
