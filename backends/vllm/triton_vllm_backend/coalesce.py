@@ -26,7 +26,7 @@ pace each streamed response it sends.
 
 from __future__ import annotations
 
-from .engine_config import ConfigError, parameter
+from .engine_config import whole_number_setting
 
 # The config.pbtxt parameter (or environment variable) with the largest interval; 1 turns
 # the coalescing off.
@@ -54,32 +54,16 @@ FREE_STREAMS = 4
 def max_interval(params: dict, env: dict) -> int:
     """The largest interval the config (or the environment) allows; a clear error for a
     value that is not a whole number of at least 1."""
-    return _whole_number(params, env, MAX_INTERVAL_SETTING, DEFAULT_MAX_INTERVAL,
-                         "1 sends every token at once")
+    return whole_number_setting(params, MAX_INTERVAL_SETTING, env, DEFAULT_MAX_INTERVAL,
+                                "1 sends every token at once")
 
 
 def max_delay_s(params: dict, env: dict) -> float:
     """The longest a token may wait for the others of its response, in seconds, from the
     config (or the environment); a clear error for a value that is not a whole number of
     milliseconds of at least 1."""
-    return _whole_number(params, env, MAX_DELAY_SETTING, DEFAULT_MAX_DELAY_MS,
-                         "milliseconds") / 1000
-
-
-def _whole_number(params: dict, env: dict, name: str, default: int, hint: str) -> int:
-    value = parameter(params, name)
-    if value is None:
-        value = env.get(name)
-    if value is None or str(value).strip() == "":
-        return default
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise ConfigError(f"{name} must be a whole number of at least 1 ({hint}), "
-                          f"got {value!r}")
-    return number
+    return whole_number_setting(params, MAX_DELAY_SETTING, env, DEFAULT_MAX_DELAY_MS,
+                                "milliseconds") / 1000
 
 
 class RecentPeak:

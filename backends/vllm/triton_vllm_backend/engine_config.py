@@ -170,13 +170,37 @@ def check_published(params: dict, engine_args: dict) -> None:
                               f"says '{expected[key]}'")
 
 
+def _setting(params: dict, name: str, env: dict | None) -> str | None:
+    """A setting's value as a config.pbtxt parameter, else as an environment variable
+    (the parameter wins); None when neither sets it."""
+    value = parameter(params, name)
+    if value is None:
+        value = (os.environ if env is None else env).get(name)
+    return value
+
+
 def bool_setting(params: dict, name: str, env: dict | None = None,
                  default: bool = False) -> bool:
     """A switch given as a config.pbtxt parameter or as an environment variable."""
-    env = os.environ if env is None else env
-    value = parameter(params, name)
-    if value is None:
-        value = env.get(name)
+    value = _setting(params, name, env)
     if value is None:
         return default
     return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def whole_number_setting(params: dict, name: str, env: dict | None, default: int,
+                         hint: str) -> int:
+    """A whole number of at least 1 given as a config.pbtxt parameter or as an
+    environment variable; `default` when neither sets it (or sets it empty), and a
+    clear error, with `hint` on what it means, for any other value."""
+    value = _setting(params, name, env)
+    if value is None or str(value).strip() == "":
+        return default
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ConfigError(f"{name} must be a whole number of at least 1 ({hint}), "
+                          f"got {value!r}")
+    return number
