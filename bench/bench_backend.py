@@ -93,7 +93,7 @@ async def http_stream(server, model, c, n, max_tokens) -> float:
         nonlocal tokens
         for i in counter:
             async with client.stream("POST", url, json=body(i)) as response:
-                async for event in aiter_events(response.aiter_lines()):
+                async for event in aiter_events(response):
                     tokens += event.json()["num_output_tokens"]
 
     async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=c)) as client:

@@ -179,7 +179,7 @@ async def _sse(client: httpx.AsyncClient, url: str, body: dict, tokens_of) -> Re
     async with client.stream("POST", url, json=body) as resp:
         if resp.status_code != 200:
             raise RuntimeError(f"{url}: HTTP {resp.status_code}: {(await resp.aread())[:300]!r}")
-        async for sse_event in aiter_events(resp.aiter_lines()):
+        async for sse_event in aiter_events(resp):
             if sse_event.done:
                 continue
             event = sse_event.json()

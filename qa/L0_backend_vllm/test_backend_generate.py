@@ -390,7 +390,7 @@ def test_http_disconnect_aborts_the_request_in_vllm(server):
     log_mark = len(server.logs)
     with httpx.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
                       json=generate_body(PROMPTS[1], LONG, stream=True), timeout=60) as r:
-        for seen, _ in enumerate(iter_events(r.iter_lines()), 1):
+        for seen, _ in enumerate(iter_events(r), 1):
             if seen == 5:
                 break
     # Leaving the block closes the connection mid-stream.
@@ -411,7 +411,7 @@ def test_64_concurrent_streams_all_complete(server):
         async with client.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
                                  json=body) as response:
             assert response.status_code == 200
-            return [event.json() async for event in aiter_events(response.aiter_lines())]
+            return [event.json() async for event in aiter_events(response)]
 
     async def main():
         limits = httpx.Limits(max_connections=64)

@@ -102,7 +102,7 @@ def generate_stream(server, model, prompt=None, sampling=None, timeout=120,
     with httpx.stream("POST", f"{server.http_url}/v2/models/{model}/generate_stream",
                       json=body, timeout=timeout) as response:
         response.raise_for_status()
-        return [event.json() for event in iter_events(response.iter_lines())]
+        return [event.json() for event in iter_events(response)]
 
 
 def as_list(value):

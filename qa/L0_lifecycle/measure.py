@@ -45,7 +45,7 @@ async def direct_batch(http_url: str, n: int, max_tokens: int = 16) -> list[floa
         t0 = time.perf_counter()
         async with client.stream("POST", f"{http_url}/v2/models/{MODEL}/generate_stream",
                                  json=body) as resp:
-            async for _ in aiter_events(resp.aiter_lines()):
+            async for _ in aiter_events(resp):
                 return time.perf_counter() - t0
         raise AssertionError("no event")
 

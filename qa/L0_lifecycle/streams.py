@@ -87,7 +87,7 @@ async def stream(client: httpx.AsyncClient, url: str, body: dict,
                 except ValueError:
                     out.errors.append({"message": text})
                 return out
-            async for sse_event in aiter_events(resp.aiter_lines()):
+            async for sse_event in aiter_events(resp):
                 if sse_event.done:
                     out.done = True
                     continue

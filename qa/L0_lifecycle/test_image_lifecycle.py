@@ -230,7 +230,7 @@ def test_a_triton_only_container_never_ends_a_cut_stream_as_if_finished(image_se
         try:
             with httpx.stream("POST", f"{server.http_url}/v2/models/{MODEL}/generate_stream",
                               json=body, timeout=120) as r:
-                for event in iter_events(r.iter_lines()):
+                for event in iter_events(r):
                     last, n = event, n + 1
                     if n == 1:
                         started.wait()

@@ -10,7 +10,6 @@ models as the rest of the suite.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -19,6 +18,7 @@ import pytest
 
 from qa.common import wait_until, write_vllm_model
 from qa.common.metrics import samples
+from qa.common.sse import iter_events
 
 from .conftest import EMBED_MODEL, LORA, MODEL, write_repository
 from .frontend_process import InProcessFrontend
@@ -51,9 +51,9 @@ def _events(http, path: str, body: dict, begun: threading.Event | None = None) -
     events = []
     with http.stream("POST", path, json={**body, "stream": True}) as resp:
         assert resp.status_code == 200, resp.read()
-        for line in resp.iter_lines():
-            if line.startswith("data: ") and line != "data: [DONE]":
-                events.append(json.loads(line[6:]))
+        for event in iter_events(resp):
+            if not event.done:
+                events.append(event.json())
                 if begun is not None:
                     begun.set()
     return events

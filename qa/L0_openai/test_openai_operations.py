@@ -91,7 +91,7 @@ def test_graceful_shutdown_finishes_streams(stack):
                 with c.stream("POST", "/v1/completions", json={
                         "model": MODEL, "prompt": "Hello", "max_tokens": 300, "stream": True,
                         "ignore_eos": True}) as resp:
-                    for event in iter_events(resp.iter_lines()):
+                    for event in iter_events(resp):
                         events.append(event)
                         started.set()
 

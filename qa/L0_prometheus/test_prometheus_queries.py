@@ -82,7 +82,7 @@ async def _chat_load(url: str, seconds: float, latencies: list[tuple[float, floa
             first = None
             async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
                 assert r.status_code == 200, await r.aread()
-                async for event in aiter_events(r.aiter_lines()):
+                async for event in aiter_events(r):
                     if first is None and not event.done:
                         first = time.perf_counter() - t0
             latencies.append((first, time.perf_counter() - t0))

@@ -26,6 +26,7 @@ import pytest
 from qa.common.figures import record
 from qa.common.metrics import series_total
 from qa.common.served import wait_until
+from qa.common.sse import aiter_events
 from qa.L0_image.conftest import docker, serve
 from qa.L0_lifecycle.streams import StreamResult, batch, stream
 from qa.L0_reliability.processes import resident_mib
@@ -318,9 +319,8 @@ def _soak_requests(served) -> list[Callable]:
                 "ignore_eos": True, "stream": True}) as r:
             if r.status_code != 200:
                 return f"HTTP {r.status_code}"
-            async for line in r.aiter_lines():
-                if line.startswith("data: "):
-                    return None
+            async for _ in aiter_events(r):
+                return None
         return "no event"
 
     async def generate(client, i):

@@ -90,7 +90,7 @@ class Streams(threading.Thread):
             with httpx.stream("POST", self.url, json=body, timeout=120) as r:
                 if r.status_code != 200:
                     return f"HTTP {r.status_code}: {r.read().decode(errors='replace')[:200]}"
-                for event in iter_events(r.iter_lines()):
+                for event in iter_events(r):
                     if event.done:
                         if end:
                             return end

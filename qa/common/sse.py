@@ -7,10 +7,14 @@ the stream ends before finishing (no blank line after it) is dropped.  The OpenA
 end of stream, `data: [DONE]`, comes through as an event whose `done` is true.
 
     with httpx.stream("POST", url, json=body) as r:
-        for event in iter_events(r.iter_lines()):
+        for event in iter_events(r):
             ...
-    async for event in aiter_events(resp.aiter_lines()): ...
+    async for event in aiter_events(resp): ...
     events_of(resp.text)    # a whole body at once
+
+Lines end only at CR, LF or CRLF.  httpx's `iter_lines()` also ends them at U+0085, U+2028,
+U+2029 and other characters that a JSON encoder leaves unescaped inside strings, so a token
+holding one would cut an event in two: streams are read from the response's text instead.
     json_until_done(resp.text)  # a whole OpenAI stream's chunks, checked to end with [DONE]
 """
 
@@ -18,11 +22,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 DONE = "[DONE]"
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+class _Response(Protocol):  # httpx.Response, or anything that streams its text as it does
+    def iter_text(self) -> Iterator[str]: ...
+
+
+class _AsyncResponse(Protocol):
+    def aiter_text(self) -> AsyncIterator[str]: ...
 
 
 @dataclass(frozen=True)
@@ -80,25 +93,46 @@ class _Reader:
         return Event("\n".join(data), event or "message", self._id)
 
 
-def iter_events(lines: Iterable[str]) -> Iterator[Event]:
-    """The events in `lines` (e.g. `httpx.Response.iter_lines()`), as each one ends."""
-    reader = _Reader()
-    for line in lines:
-        if (event := reader.feed(line)) is not None:
-            yield event
+class _Lines:
+    """Splits text that arrives in pieces into lines, at the event stream's line ends only."""
+
+    def __init__(self) -> None:
+        self._rest = ""
+        self._after_cr = False  # a CR ended the last piece: an LF starting the next is its pair
+
+    def feed(self, text: str) -> list[str]:
+        if self._after_cr and text.startswith("\n"):
+            text = text[1:]
+        self._after_cr = text.endswith("\r")
+        *lines, self._rest = _LINE_END.split(self._rest + text)
+        return lines
 
 
-async def aiter_events(lines: AsyncIterable[str]) -> AsyncIterator[Event]:
-    """The events in `lines` (e.g. `httpx.Response.aiter_lines()`), as each one ends."""
-    reader = _Reader()
-    async for line in lines:
-        if (event := reader.feed(line)) is not None:
-            yield event
+def _events(pieces: Iterable[str]) -> Iterator[Event]:
+    lines, reader = _Lines(), _Reader()
+    for piece in pieces:
+        for line in lines.feed(piece):
+            if (event := reader.feed(line)) is not None:
+                yield event
+
+
+def iter_events(response: _Response) -> Iterator[Event]:
+    """The events of a streamed response, each as soon as it ends."""
+    return _events(response.iter_text())
+
+
+async def aiter_events(response: _AsyncResponse) -> AsyncIterator[Event]:
+    """The events of a streamed response (httpx.AsyncClient.stream), each as soon as it ends."""
+    lines, reader = _Lines(), _Reader()
+    async for piece in response.aiter_text():
+        for line in lines.feed(piece):
+            if (event := reader.feed(line)) is not None:
+                yield event
 
 
 def events_of(text: str) -> list[Event]:
     """Every event of a whole event-stream body."""
-    return list(iter_events(re.split(r"\r\n|\r|\n", text)))
+    return list(_events([text]))
 
 
 def json_until_done(text: str) -> list[Any]:

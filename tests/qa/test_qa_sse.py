@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -49,17 +50,44 @@ def test_done_and_json():
         last.json()
 
 
-def test_lines_as_they_come():
-    lines = ["data: a", "", "data: b"]
-    assert [e.data for e in iter_events(iter(lines))] == ["a"]
+class _Streamed:
+    """A response whose text arrives in the given pieces, as httpx streams it."""
 
-    async def alines():
-        for line in ["data: a", "", "data: b", ""]:
-            yield line
+    def __init__(self, *pieces: str) -> None:
+        self.pieces = pieces
+
+    def iter_text(self):
+        return iter(self.pieces)
+
+    async def aiter_text(self):
+        for piece in self.pieces:
+            yield piece
+
+
+def test_events_of_a_response_as_its_text_arrives():
+    streamed = _Streamed("da", "ta: a\r", "\n\r\nda", "ta: b\n", "\ndata: cut")
+    assert [e.data for e in iter_events(streamed)] == ["a", "b"]
 
     async def collect():
-        return [e.data async for e in aiter_events(alines())]
+        return [e.data async for e in aiter_events(streamed)]
     assert asyncio.run(collect()) == ["a", "b"]
+
+
+def test_a_cr_ending_a_piece_pairs_with_the_lf_that_starts_the_next_only():
+    assert [e.data for e in iter_events(_Streamed("data: a\r", "\n", "\n"))] == ["a"]
+    assert [e.data for e in iter_events(_Streamed("data: a\r", "\r"))] == ["a"]
+
+
+@pytest.mark.parametrize("character", ["\x85", "\u2028", "\u2029"])
+def test_unicode_line_breaks_in_json_strings_stay_inside_the_event(character):
+    """JSON encoders leave these unescaped in strings; only CR and LF end an event's line."""
+    chunk = json.dumps({"content": "a" + character + "b"}, ensure_ascii=False)
+    assert character in chunk
+    raw = "data: " + chunk + "\n\ndata: [DONE]\n\n"
+    for pieces in ([raw], list(raw)):
+        events = list(iter_events(_Streamed(*pieces)))
+        assert [e.done for e in events] == [False, True]
+        assert events[0].json() == {"content": "a" + character + "b"}
 
 
 def test_json_until_done():

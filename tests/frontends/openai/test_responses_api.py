@@ -279,7 +279,7 @@ def test_cancel_streamed_response(make_client):
     c = make_client(fake=fake)
     with c.stream("POST", "/v1/responses", json={"model": "llm", "input": "x", "stream": True,
                                                   "max_output_tokens": 50}) as r:
-        data = (event.json() for event in iter_events(r.iter_lines()))
+        data = (event.json() for event in iter_events(r))
         rid = next(data)["response"]["id"]
         assert next(e for e in data if e["type"] == "response.output_text.delta")
         cancelled = c.post(f"/v1/responses/{rid}/cancel").json()
@@ -295,7 +295,7 @@ def test_streaming_client_gone_stops_generation(make_client):
     c = make_client(fake=fake)
     with c.stream("POST", "/v1/responses", json={"model": "llm", "input": "x", "stream": True,
                                                   "max_output_tokens": 50}) as r:
-        next(e for e in iter_events(r.iter_lines()) if e.event == "response.output_text.delta")
+        next(e for e in iter_events(r) if e.event == "response.output_text.delta")
     deadline = time.monotonic() + 5
     while fake.cancelled == 0:
         assert time.monotonic() < deadline, "the generation went on for nobody"

@@ -25,7 +25,7 @@ async def _stream(client, url, max_tokens, first):
     async with client.stream("POST", url + "/v1/chat/completions",
                              json=dict(CHAT, max_tokens=max_tokens)) as r:
         assert r.status_code == 200
-        async for event in aiter_events(r.aiter_lines()):
+        async for event in aiter_events(r):
             if event.done:
                 done = True
             else:
