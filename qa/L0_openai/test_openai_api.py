@@ -148,6 +148,19 @@ def test_completion_echo_stop_seed(oai):
     assert a == b
 
 
+def test_unicode_line_breaks_in_text_leave_one_line_per_event(http):
+    """JSON leaves U+0085, U+2028 and U+2029 raw in strings, and Python's splitlines (so
+    httpx's iter_lines, which this test reads with as many clients do) ends lines at them."""
+    prompt = "one\u2028two\x85three\u2029four"
+    with http.stream("POST", "/v1/completions", json={
+            "model": MODEL, "prompt": prompt, "max_tokens": 4, "echo": True, "stream": True}) as r:
+        assert r.status_code == 200, r.read()
+        lines = [line for line in r.iter_lines() if line]
+    assert lines[-1] == "data: [DONE]", lines
+    chunks = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    assert "".join(c["choices"][0]["text"] for c in chunks).startswith(prompt)
+
+
 @pytest.mark.grpc_transport
 def test_completion_logprobs(oai):
     r = oai.completions.create(model=MODEL, prompt=PROMPTS[0], max_tokens=6, logprobs=3,

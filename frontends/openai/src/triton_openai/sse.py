@@ -10,10 +10,20 @@ _encode = msgspec.json.Encoder().encode
 
 DONE = b"data: [DONE]\n\n"
 
+# JSON leaves U+0085, U+2028 and U+2029 raw inside strings, but Python's str.splitlines, and
+# so httpx's iter_lines() and many hand-written clients, end a line at each: a token holding
+# one would cut its event in two.  Escaped, the JSON means the same to every parser.
+_LINE_BREAKS_JSON_KEEPS = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u2028"),
+                           (b"\xe2\x80\xa9", b"\\u2029"))
+
 
 def event(payload: dict) -> bytes:
     # One msgspec call per chunk: no pydantic model per token.
-    return b"data: " + _encode(payload) + b"\n\n"
+    data = _encode(payload)
+    if b"\xc2\x85" in data or b"\xe2\x80\xa8" in data or b"\xe2\x80\xa9" in data:
+        for raw, escaped in _LINE_BREAKS_JSON_KEEPS:
+            data = data.replace(raw, escaped)
+    return b"data: " + data + b"\n\n"
 
 
 def dumps(payload) -> bytes:
