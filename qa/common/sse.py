@@ -11,11 +11,11 @@ end of stream, `data: [DONE]`, comes through as an event whose `done` is true.
             ...
     async for event in aiter_events(resp): ...
     events_of(resp.text)    # a whole body at once
+    json_until_done(resp.text)  # a whole OpenAI stream's chunks, checked to end with [DONE]
 
 Lines end only at CR, LF or CRLF.  httpx's `iter_lines()` also ends them at U+0085, U+2028,
 U+2029 and other characters that a JSON encoder leaves unescaped inside strings, so a token
 holding one would cut an event in two: streams are read from the response's text instead.
-    json_until_done(resp.text)  # a whole OpenAI stream's chunks, checked to end with [DONE]
 """
 
 from __future__ import annotations
