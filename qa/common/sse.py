@@ -108,12 +108,22 @@ class _Lines:
         return lines
 
 
-def _events(pieces: Iterable[str]) -> Iterator[Event]:
-    lines, reader = _Lines(), _Reader()
-    for piece in pieces:
-        for line in lines.feed(piece):
-            if (event := reader.feed(line)) is not None:
+class _Parser:
+    """Events from text that arrives in pieces: lines split as the standard says, then read."""
+
+    def __init__(self) -> None:
+        self._lines, self._reader = _Lines(), _Reader()
+
+    def feed(self, piece: str) -> Iterator[Event]:
+        for line in self._lines.feed(piece):
+            if (event := self._reader.feed(line)) is not None:
                 yield event
+
+
+def _events(pieces: Iterable[str]) -> Iterator[Event]:
+    parser = _Parser()
+    for piece in pieces:
+        yield from parser.feed(piece)
 
 
 def iter_events(response: _Response) -> Iterator[Event]:
@@ -123,11 +133,10 @@ def iter_events(response: _Response) -> Iterator[Event]:
 
 async def aiter_events(response: _AsyncResponse) -> AsyncIterator[Event]:
     """The events of a streamed response (httpx.AsyncClient.stream), each as soon as it ends."""
-    lines, reader = _Lines(), _Reader()
+    parser = _Parser()
     async for piece in response.aiter_text():
-        for line in lines.feed(piece):
-            if (event := reader.feed(line)) is not None:
-                yield event
+        for event in parser.feed(piece):
+            yield event
 
 
 def events_of(text: str) -> list[Event]:

@@ -20,6 +20,7 @@ _LINE_BREAKS_JSON_KEEPS = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u202
 def event(payload: dict) -> bytes:
     # One msgspec call per chunk: no pydantic model per token.
     data = _encode(payload)
+    # The three searches spelled out, not a loop over the table: this runs for every event.
     if b"\xc2\x85" in data or b"\xe2\x80\xa8" in data or b"\xe2\x80\xa9" in data:
         for raw, escaped in _LINE_BREAKS_JSON_KEEPS:
             data = data.replace(raw, escaped)
