@@ -170,3 +170,48 @@ def test_a_stop_finishes_the_streams_in_flight_then_exits_0(frontend):
     reader.join(60)
     assert done.get("usage", {}).get("completion_tokens") == 64, frontend.log[-3000:]
     assert status == 0, frontend.log[-3000:]
+
+
+SLOW_MODEL = """\
+import time
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(600)  # a load far longer than any stop may wait
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_a_stop_while_the_models_load_ends_at_once(tmp_path):
+    """Triton cannot cancel a load (minutes for a large model): a SIGTERM during one
+    ends the frontend at once, with status 0, not when the orchestrator kills it."""
+    model = tmp_path / "slow"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text(
+        'backend: "python"\nmax_batch_size: 0\n'
+        'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        'output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        'instance_group [ { count: 1 kind: KIND_CPU } ]\n')
+    (model / "1" / "model.py").write_text(SLOW_MODEL)
+    fe = InProcessFrontend(tmp_path, wait=False)
+    try:
+        wait_until(lambda: _answers(f"{fe.url}/health/live"), timeout=240,
+                   describe="the frontend to answer")
+        wait_until(lambda: "loading: slow" in fe.log, timeout=60,
+                   describe="Triton to begin loading the model")
+        began = time.monotonic()
+        status = fe.stop(timeout=30)  # None: it had to be killed
+        assert status == 0, fe.log[-3000:]
+        assert time.monotonic() - began < 15
+    finally:
+        fe.stop(timeout=10)

@@ -17,13 +17,16 @@ class FakeTritonHttp:
     for the rest.  `events` are the SSE payloads of a generation; `batched` writes them
     all at once; `split` writes each event in two pieces; `forever` streams until the
     client leaves; a `status` other than 200 answers with `error`, on generate_stream and
-    on generate (the vLLM backend's health request); `silent` answers neither.  Abort
-    requests (the vLLM backend's parameter) are recorded."""
+    on generate (the vLLM backend's health request), as JSON or, with `error_event`, as
+    generate_stream's event (`data: {"error": ...}`, which Triton sends with its error
+    status); `silent` answers neither.  Abort requests (the vLLM backend's parameter)
+    are recorded."""
 
     def __init__(self, events=(), batched=False, split=False, forever=False, status=200,
-                 close_idle=False, silent=False, error="bad thing"):
+                 close_idle=False, silent=False, error="bad thing", error_event=False):
         self.events = [json.dumps(e).encode() for e in events]
         self.error = error
+        self.error_event = error_event
         self.batched, self.split, self.forever = batched, split, forever
         self.status, self.close_idle, self.silent = status, close_idle, silent
         self.requests: list[tuple[str, dict | None]] = []
@@ -84,7 +87,13 @@ class FakeTritonHttp:
                 self.left_early.set()
             return
         if self.status != 200:
-            self._write_json(writer, self.status, {"error": self.error})
+            if self.error_event:
+                payload = b"data: " + json.dumps({"error": self.error}).encode() + b"\n\n"
+                writer.write(b"HTTP/1.1 %d X\r\nContent-Type: text/event-stream\r\n"
+                             b"Content-Length: %d\r\n\r\n%s"
+                             % (self.status, len(payload), payload))
+            else:
+                self._write_json(writer, self.status, {"error": self.error})
             return
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n")
@@ -307,6 +316,30 @@ def test_an_error_status_says_less_than_the_kind_of_the_backends_error():
 
     err = run(main())
     assert (err.status, err.message) == (503, "the engine died")
+
+
+@pytest.mark.parametrize("http_status, sent, message, status", [
+    (400, "[unavailable] the vLLM engine of model 'llm' died; the server cannot serve it "
+          "until it is restarted", "the vLLM engine of model 'llm' died; the server cannot "
+          "serve it until it is restarted", 503),
+    (400, "[invalid_argument] max_tokens must be at least 1",
+     "max_tokens must be at least 1", 400),
+    (503, "Request for unknown model: 'llm' is not found", "Request for unknown model: 'llm' "
+          "is not found", 503),
+])
+def test_an_error_status_with_an_event_body_is_unwrapped(http_status, sent, message, status):
+    """generate_stream answers a refused request with its error status and the error as
+    an event: the message is the error's text, not the event's line."""
+    async def main():
+        async with FakeTritonHttp(status=http_status, error=sent, error_event=True) as t:
+            client = HttpTritonClient(t.url)
+            with pytest.raises(TritonError) as err:
+                await collect(client)
+            await client.close()
+            return err.value
+
+    err = run(main())
+    assert (err.status, err.message) == (status, message)
 
 
 def test_unreachable_server():

@@ -9,15 +9,28 @@ in qa/L0_openai/test_openai_in_process.py.
 import argparse
 import asyncio
 import ctypes
+import os
 import select
+import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
+from capi_fakes import FakeCapi, failing_start
 
-from triton_openai.cli import build_parser, config_from_args
+from triton_openai.cli import EXIT_TRITON_FAILED, build_parser, config_from_args
 from triton_openai.triton import capi
 from triton_openai.triton.client import TritonError
-from triton_openai.triton.inprocess_client import _Stream, parse_backend_config, read_records
+from triton_openai.triton.inprocess_client import (
+    InProcessTritonClient,
+    ServerSettings,
+    _Stream,
+    parse_backend_config,
+    read_records,
+)
 
 
 @pytest.fixture
@@ -115,8 +128,12 @@ _DELETE = ctypes.CFUNCTYPE(_ERR, ctypes.c_void_p)
 _MESSAGE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
 _CODE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 _ERROR_DELETE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_ERROR_NEW = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
 
 FAILED = 0xE0  # the fake response that carries an error
+UNREADABLE = 0xE1  # the fake response whose last output Triton cannot read
+OUTPUT_ERROR = 0xEE  # the error that reading it gives
+NEW_ERROR = 0xE2  # the error the shim makes (TRITONSERVER_ErrorNew)
 
 
 class FakeTriton:
@@ -125,6 +142,8 @@ class FakeTriton:
 
     def __init__(self, outputs: list[tuple[str, int, tuple[int, ...], bytes]]):
         self.deleted: list[int] = []
+        self.errors_deleted: list[int] = []
+        self.errors_made: list[tuple[int, bytes]] = []
         self._message = ctypes.create_string_buffer(b"bad request")
         self._outputs = []
         for name, datatype, shape, data in outputs:
@@ -136,13 +155,20 @@ class FakeTriton:
             _RESPONSE_ERROR(lambda r: FAILED if r == FAILED else None),
             _OUTPUT_COUNT(self._count), _OUTPUT(self._output),
             _DELETE(self._delete), _MESSAGE(lambda e: ctypes.addressof(self._message)),
-            _CODE(lambda e: 3), _ERROR_DELETE(lambda e: None)]
+            _CODE(lambda e: 3), _ERROR_DELETE(self.errors_deleted.append),
+            _ERROR_NEW(self._error_new)]
+
+    def _error_new(self, code, message):
+        self.errors_made.append((code, message))
+        return NEW_ERROR
 
     def _count(self, response, count):
         count[0] = len(self._outputs)
         return None
 
     def _output(self, response, i, name, datatype, shape, dims, base, size, *_memory_and_userp):
+        if response == UNREADABLE and i == len(self._outputs) - 1:
+            return OUTPUT_ERROR  # and nothing set, the datatype included
         c_name, dt, c_shape, n_dims, c_data, n = self._outputs[i]
         name[0] = c_name  # the pointer the fake keeps, not a temporary copy
         datatype[0] = dt
@@ -228,6 +254,161 @@ def test_the_allocator_gives_cpu_memory_and_takes_it_back(shim):
                     ctypes.byref(buffer), ctypes.byref(userp), ctypes.byref(memory_type),
                     ctypes.byref(memory_id))
     assert buffer.value is None  # an empty output has no buffer
+
+
+def test_an_output_triton_cannot_read_makes_the_response_an_error(shim):
+    """Not a response short of that output (whose datatype was never set): the client
+    raises Triton's error instead."""
+    fake = FakeTriton([("text_output", capi.DATATYPE_CODES["BYTES"], (1,), b"\x02\0\0\0hi"),
+                       ("num_output_tokens", capi.DATATYPE_CODES["INT64"], (1,),
+                        (7).to_bytes(8, "little"))])
+    shim.shim_init(*(ctypes.cast(f, ctypes.c_void_p) for f in fake.functions))
+    _take(shim)
+    shim.shim_response(ctypes.c_void_p(UNREADABLE), ctypes.c_uint32(1), ctypes.c_void_p(8))
+    [(key, kind, flags, error)] = list(read_records(_take(shim)))
+    assert (key, kind, flags) == (8, 0, 1)
+    assert isinstance(error, TritonError) and error.status == 400  # Triton's code: INVALID_ARG
+    assert error.message == "Triton could not read output 1 of the response: bad request"
+    assert fake.errors_deleted == [OUTPUT_ERROR] and fake.deleted == [UNREADABLE]
+
+
+def test_an_output_buffer_that_cannot_be_allocated_is_an_error_to_triton(shim):
+    """A failed malloc is not reported as success (Triton would write to NULL)."""
+    fake = FakeTriton([])
+    shim.shim_init(*(ctypes.cast(f, ctypes.c_void_p) for f in fake.functions))
+    buffer, userp = ctypes.c_void_p(), ctypes.c_void_p()
+    memory_type, memory_id = ctypes.c_int(), ctypes.c_int64()
+    shim.shim_alloc.restype = ctypes.c_void_p
+    too_big = ctypes.c_size_t(-1)  # SIZE_MAX: no malloc gives that
+    err = shim.shim_alloc(None, b"text_output", too_big, 0, ctypes.c_int64(0), None,
+                          ctypes.byref(buffer), ctypes.byref(userp), ctypes.byref(memory_type),
+                          ctypes.byref(memory_id))
+    assert err == NEW_ERROR and buffer.value is None
+    assert fake.errors_made == [(1, f"could not allocate {too_big.value} bytes for output "
+                                    f"text_output".encode())]  # TRITONSERVER_ERROR_INTERNAL
+
+
+# --- the server's start and stop, against a fake libtritonserver (capi_fakes) ----------
+
+@pytest.fixture
+def signals_to_self():
+    """SIGTERMs this process sends itself while the test runs (none may kill pytest)."""
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda sig, frame: seen.append(sig))
+    yield seen
+    signal.signal(signal.SIGTERM, previous)
+
+
+def _client(monkeypatch, start=None) -> tuple[InProcessTritonClient, FakeCapi]:
+    fake = FakeCapi(start)
+    monkeypatch.setattr(capi, "load", lambda path=None: fake)
+    return InProcessTritonClient(ServerSettings("/models")), fake
+
+
+def _boom():
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("start, message", [
+    (failing_start(), "failed to load 'broken': no such model folder"),
+    (_boom, "RuntimeError: boom"),  # not Triton's error: "starting" must still end
+])
+def test_a_start_that_fails_ends_starting_with_its_error(monkeypatch, signals_to_self, start,
+                                                         message):
+    client, _ = _client(monkeypatch, start)
+
+    async def main():
+        with pytest.raises(TritonError) as waited:
+            await asyncio.wait_for(client.wait_started(), 5)
+        with pytest.raises(TritonError) as listed:
+            await client.list_models()
+        return waited.value, listed.value
+
+    waited, listed = asyncio.run(main())
+    assert waited.message == listed.message == client.start_error == message
+    assert listed.status == 503
+    # The client signals nobody: the app stops the process (test_app_stops_...).
+    time.sleep(0.1)
+    assert signals_to_self == []
+
+
+def test_a_started_server_is_stopped_and_deleted_on_close(monkeypatch):
+    client, fake = _client(monkeypatch)
+
+    async def main():
+        await asyncio.wait_for(client.wait_started(), 5)
+        assert client.start_error is None
+        await client.close()
+
+    asyncio.run(main())
+    assert fake.calls == ["ServerNew", "ServerStop", "ServerDelete"]
+
+
+def test_a_stop_during_the_load_does_not_wait_for_it(monkeypatch):
+    """Triton cannot cancel a load (minutes): the stop returns at once, and a load that
+    ends while the process is still there stops the server it made."""
+    loading, release = threading.Event(), threading.Event()
+
+    def slow_load():
+        loading.set()
+        release.wait(30)
+
+    client, fake = _client(monkeypatch, slow_load)
+    assert loading.wait(5)
+    began = time.monotonic()
+    try:
+        asyncio.run(asyncio.wait_for(client.close(), 5))
+        assert time.monotonic() - began < 2
+        assert fake.calls == ["ServerNew"]
+    finally:
+        release.set()
+    assert fake.stopped.wait(5)
+    assert fake.calls == ["ServerNew", "ServerStop", "ServerDelete"]
+
+
+def test_a_waiter_that_went_away_is_not_woken(monkeypatch):
+    release = threading.Event()
+    client, fake = _client(monkeypatch, lambda: release.wait(30))
+
+    async def leave():
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(client.wait_started(), 0.1)
+
+    asyncio.run(leave())  # its loop is closed now
+    release.set()
+    assert client._started.wait(5) and client.start_error is None
+
+
+def _as_first_process() -> list[str]:
+    """A command prefix that runs a command as PID 1 of a new PID namespace, as a
+    container's first process is (root only)."""
+    prefix = ["unshare", "--pid", "--fork", "--kill-child"]
+    try:
+        ok = subprocess.run([*prefix, "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok:
+        pytest.skip("cannot make a PID namespace here (needs root and unshare)")
+    return prefix
+
+
+@pytest.mark.parametrize("first_process", [False, True], ids=["child", "pid-1"])
+def test_a_failed_start_ends_the_frontend_with_its_status(tmp_path, library, first_process):
+    """The frontend exits EXIT_TRITON_FAILED when its Triton cannot start, also as a
+    container's first process, which the kernel gives no signal it has no handler for
+    (a SIGTERM sent before the server's handler was in place was lost, and the frontend
+    ran on, "starting", for ever)."""
+    from qa.common import free_port
+
+    prefix = _as_first_process() if first_process else []
+    script = Path(__file__).parent / "failed_start_server.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(Path(__file__).parent), os.environ.get("PYTHONPATH")) if p)}
+    out = subprocess.run([*prefix, sys.executable, str(script), str(free_port()),
+                          str(tmp_path), str(library)], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == EXIT_TRITON_FAILED, out.stderr[-3000:]
+    assert "Triton did not start: failed to load 'broken'" in out.stderr
 
 
 def test_a_stream_hands_what_came_to_a_waiting_consumer_at_once():

@@ -13,6 +13,10 @@
  * found like any module's).  Triton's functions come from shim_init, as pointers, so
  * that nothing here links against a particular libtritonserver.
  *
+ * Nothing fails silently: a response whose outputs cannot be read becomes an error
+ * record (the client raises it), and an output buffer that cannot be allocated is an
+ * error returned to Triton, which fails the response with it.
+ *
  * A record (native byte order):
  *   u64 key, u32 kind (0 response, 1 request released), u32 flags,
  *   i32 error code (-1: none), u32 error length, error bytes,
@@ -25,6 +29,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -40,6 +45,7 @@ typedef void *(*response_delete_fn)(void *response);
 typedef const char *(*error_message_fn)(void *error);
 typedef int (*error_code_fn)(void *error);
 typedef void (*error_delete_fn)(void *error);
+typedef void *(*error_new_fn)(int code, const char *message);
 
 static response_error_fn response_error;
 static output_count_fn output_count;
@@ -48,6 +54,9 @@ static response_delete_fn response_delete;
 static error_message_fn error_message;
 static error_code_fn error_code;
 static error_delete_fn error_delete;
+static error_new_fn error_new;
+
+#define TRITONSERVER_ERROR_INTERNAL 1
 
 struct node {
     struct node *next;
@@ -60,7 +69,8 @@ static struct node *head, *tail;
 static uint64_t queued_bytes;
 static int wake_fd = -1;
 
-int shim_init(void *re, void *oc, void *o, void *rd, void *em, void *ec, void *ed) {
+int shim_init(void *re, void *oc, void *o, void *rd, void *em, void *ec, void *ed,
+              void *en) {
     response_error = (response_error_fn)re;
     output_count = (output_count_fn)oc;
     output = (output_fn)o;
@@ -68,6 +78,7 @@ int shim_init(void *re, void *oc, void *o, void *rd, void *em, void *ec, void *e
     error_message = (error_message_fn)em;
     error_code = (error_code_fn)ec;
     error_delete = (error_delete_fn)ed;
+    error_new = (error_new_fn)en;
     if (wake_fd < 0)
         wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     return wake_fd;
@@ -104,11 +115,17 @@ static unsigned char *put(unsigned char *at, const void *src, size_t size) {
 void *shim_alloc(void *allocator, const char *name, size_t byte_size, int memory_type,
                  int64_t memory_type_id, void *userp, void **buffer, void **buffer_userp,
                  int *actual_memory_type, int64_t *actual_memory_type_id) {
-    (void)allocator; (void)name; (void)memory_type; (void)memory_type_id; (void)userp;
+    (void)allocator; (void)memory_type; (void)memory_type_id; (void)userp;
     *buffer = byte_size ? malloc(byte_size) : NULL;
     *buffer_userp = NULL;
     *actual_memory_type = 0; /* TRITONSERVER_MEMORY_CPU */
     *actual_memory_type_id = 0;
+    if (byte_size && !*buffer) {
+        char text[256];
+        snprintf(text, sizeof text, "could not allocate %zu bytes for output %s", byte_size,
+                 name ? name : "");
+        return error_new(TRITONSERVER_ERROR_INTERNAL, text);
+    }
     return NULL;
 }
 
@@ -120,7 +137,17 @@ void *shim_release(void *allocator, void *buffer, void *buffer_userp, size_t byt
     return NULL;
 }
 
+/* Writes "what: Triton's message" into text, frees the error, and returns its code. */
+static int32_t take_error(void *e, const char *what, char *text, size_t size) {
+    int32_t code = error_code(e);
+    const char *message = error_message(e);
+    snprintf(text, size, "%s: %s", what, message ? message : "");
+    error_delete(e);
+    return code;
+}
+
 void shim_response(void *response, uint32_t flags, void *userp) {
+    char text[512];
     const char *names[MAX_OUTPUTS];
     int datatypes[MAX_OUTPUTS];
     const int64_t *shapes[MAX_OUTPUTS];
@@ -143,17 +170,14 @@ void shim_response(void *response, uint32_t flags, void *userp) {
         } else {
             void *e = output_count(response, &count);
             if (e) {
-                code = error_code(e);
-                message = "Triton could not read the response's outputs";
-                message_len = (uint32_t)strlen(message);
-                error_delete(e);
+                code = take_error(e, "Triton could not read the response's outputs", text,
+                                  sizeof text);
                 count = 0;
             }
             if (count > MAX_OUTPUTS)
                 count = MAX_OUTPUTS;
         }
     }
-    size += message_len;
     for (i = 0; i < count; i++) {
         int memory_type;
         int64_t memory_type_id;
@@ -161,13 +185,21 @@ void shim_response(void *response, uint32_t flags, void *userp) {
         void *e = output(response, i, &names[i], &datatypes[i], &shapes[i], &dims[i],
                          &bases[i], &sizes[i], &memory_type, &memory_type_id, &out_userp);
         if (e) {
-            error_delete(e);
-            names[i] = "";
-            dims[i] = 0;
-            sizes[i] = 0;
+            /* A response missing an output is not the answer: the whole of it is an error. */
+            char what[64];
+            snprintf(what, sizeof what, "Triton could not read output %u of the response", i);
+            code = take_error(e, what, text, sizeof text);
+            count = 0;
+            break;
         }
-        size += 4 + strlen(names[i]) + 4 + 4 + 8 * dims[i] + 8 + sizes[i];
     }
+    if (code >= 0 && !error) { /* not the response's own error: one read above */
+        message = text;
+        message_len = (uint32_t)strlen(text);
+    }
+    size += message_len;
+    for (i = 0; i < count; i++)
+        size += 4 + strlen(names[i]) + 4 + 4 + 8 * dims[i] + 8 + sizes[i];
 
     struct node *n = malloc(sizeof(struct node) + size);
     if (!n)

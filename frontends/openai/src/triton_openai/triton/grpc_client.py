@@ -23,6 +23,7 @@ from .client import (
     TritonError,
     model_error,
 )
+from .credentials import TritonCredentials, grpc_metadata
 from .vllm_contract import ABORT_PARAMETER, HEALTH_PARAMETER
 
 log = logging.getLogger("triton_openai.triton")
@@ -37,11 +38,15 @@ _CHANNEL_OPTIONS = [
 # gRPC status codes that mean the request itself was wrong.
 _CLIENT_CODES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND}
 _UNAVAILABLE_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+# How Triton refuses a call of a restricted API without the key it asks for (as UNAVAILABLE).
+_REFUSED_KEY = "This protocol is restricted"
 
 
 def _rpc_error(err: grpc.RpcError) -> TritonError:
     code = err.code() if hasattr(err, "code") else None
     details = err.details() if hasattr(err, "details") else str(err)
+    if (details or "").startswith(_REFUSED_KEY):  # a fault of the deployment's, not transient
+        return TritonError(details, 500)
     return model_error(details or "", 503 if code in _UNAVAILABLE_CODES
                        else 400 if code in _CLIENT_CODES else 500)
 
@@ -53,8 +58,11 @@ def _is_final(infer_response) -> bool:
 
 
 class GrpcTritonClient:
-    def __init__(self, url: str):
+    def __init__(self, url: str, credentials: TritonCredentials | None = None):
         self.url = url
+        credentials = credentials or TritonCredentials()
+        self._repository_metadata = grpc_metadata(credentials.repository_headers())
+        self._inference_metadata = grpc_metadata(credentials.inference_headers())
         self._channel: grpc.aio.Channel | None = None
         self._stub_: service_pb2_grpc.GRPCInferenceServiceStub | None = None
         self._aborts = AbortTasks()
@@ -78,7 +86,8 @@ class GrpcTritonClient:
     async def list_models(self) -> list[ModelInfo]:
         try:
             index = await self._stub.RepositoryIndex(
-                service_pb2.RepositoryIndexRequest(ready=False), timeout=5)
+                service_pb2.RepositoryIndexRequest(ready=False), timeout=5,
+                metadata=self._repository_metadata)
             models = []
             for entry in index.models:
                 ready = entry.state == "READY"
@@ -110,7 +119,7 @@ class GrpcTritonClient:
         for name in outputs:
             request.outputs.add().name = name
 
-        call = self._stub.ModelStreamInfer(iter((request,)))
+        call = self._stub.ModelStreamInfer(iter((request,)), metadata=self._inference_metadata)
         ended = False  # the server ended the request: final response, or an error
         try:
             async for reply in call:
@@ -149,7 +158,8 @@ class GrpcTritonClient:
         # The backend answers with an empty final response; Triton sends it only if asked.
         request.parameters["triton_enable_empty_final_response"].bool_param = True
         try:
-            call = self._stub.ModelStreamInfer(iter((request,)), timeout=ABORT_TIMEOUT_S)
+            call = self._stub.ModelStreamInfer(iter((request,)), timeout=ABORT_TIMEOUT_S,
+                                               metadata=self._inference_metadata)
             async for reply in call:
                 if reply.error_message:
                     # e.g. a model that is not the vLLM backend's: nothing to stop there.
@@ -165,7 +175,7 @@ class GrpcTritonClient:
         request.parameters[HEALTH_PARAMETER].bool_param = True
         # A model that can serve answers with an empty final response (as to an abort).
         request.parameters["triton_enable_empty_final_response"].bool_param = True
-        call = self._stub.ModelStreamInfer(iter((request,)))
+        call = self._stub.ModelStreamInfer(iter((request,)), metadata=self._inference_metadata)
         try:
             async for reply in call:
                 if reply.error_message:

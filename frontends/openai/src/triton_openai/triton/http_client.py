@@ -32,6 +32,7 @@ from .client import (
     Values,
     model_error,
 )
+from .credentials import Headers, TritonCredentials
 from .vllm_contract import ABORT_PARAMETER, HEALTH_PARAMETER
 
 log = logging.getLogger("triton_openai.triton")
@@ -128,10 +129,12 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def send(self, method: str, path: str, body: bytes | None, stream: bool) -> None:
+    def send(self, method: str, path: str, body: bytes | None, stream: bool,
+             headers: Headers = ()) -> None:
         self._reset()
         self._stream = stream
         head = f"{method} {path} HTTP/1.1\r\nHost: {self._host_header}\r\n"
+        head += "".join(f"{name}: {value}\r\n" for name, value in headers)
         if body is not None:
             head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         self.transport.write(head.encode("latin-1") + b"\r\n" + (body or b""))
@@ -178,23 +181,32 @@ def _json_value(tensor: Tensor):
 
 
 def _error_message(body: bytes) -> str:
+    """The text of Triton's error answer: `{"error": ...}`, which generate_stream sends
+    as an event (`data: {"error": ...}`) even when its status says the request failed."""
+    payload = body.strip()
+    if payload.startswith(b"data:"):
+        payload = payload[5:].split(b"\n", 1)[0].strip()  # the first event's data line
     try:
-        return str(_decode(body).get("error") or body.decode(errors="replace"))
+        return str(_decode(payload).get("error") or body.decode(errors="replace"))
     except (msgspec.DecodeError, AttributeError):
         return body.decode(errors="replace")
 
 
 def _status_error(status: int, body: bytes) -> TritonError:
-    return model_error(_error_message(body),
-                       503 if status == 503 else 400 if 400 <= status < 500 else 500)
+    # 403: a restricted API refused this frontend's key, a fault of the deployment's.
+    return model_error(_error_message(body), 503 if status == 503 else 500 if status == 403
+                       else 400 if 400 <= status < 500 else 500)
 
 
 class HttpTritonClient:
-    def __init__(self, url: str):
+    def __init__(self, url: str, credentials: TritonCredentials | None = None):
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"not an http://HOST:PORT URL: {url!r}")
         self.url = url
+        credentials = credentials or TritonCredentials()
+        self._repository_headers = credentials.repository_headers()
+        self._inference_headers = credentials.inference_headers()
         self._host = parts.hostname
         self._port = parts.port or 80
         self._host_header = parts.netloc
@@ -255,7 +267,7 @@ class HttpTritonClient:
         return conn
 
     async def _open(self, method: str, path: str, body: bytes | None,
-                    stream: bool) -> _Connection:
+                    stream: bool, headers: Headers = ()) -> _Connection:
         """A connection with the request sent and the response's headers in.
 
         Closed if anything (a caller's cancellation too) interrupts the wait: Triton
@@ -267,7 +279,7 @@ class HttpTritonClient:
             if conn.closed or conn.transport is None or conn.transport.is_closing():
                 continue
             try:
-                conn.send(method, path, body, stream)
+                conn.send(method, path, body, stream, headers)
                 await conn.headers()
                 return conn
             except TritonError:
@@ -281,7 +293,7 @@ class HttpTritonClient:
                 raise
         conn = await self._connect()
         try:
-            conn.send(method, path, body, stream)
+            conn.send(method, path, body, stream, headers)
             await conn.headers()
         except BaseException:
             conn.close()
@@ -294,11 +306,13 @@ class HttpTritonClient:
         else:
             conn.close()
 
-    async def _unary(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+    async def _unary(self, method: str, path: str, body: dict | None = None,
+                     headers: Headers = ()) -> tuple[int, bytes]:
         data = _encode(body) if body is not None else None
         conn = None
         try:
-            conn = await asyncio.wait_for(self._open(method, path, data, False), _UNARY_TIMEOUT_S)
+            conn = await asyncio.wait_for(self._open(method, path, data, False, headers),
+                                          _UNARY_TIMEOUT_S)
             reply = await asyncio.wait_for(conn.body(), _UNARY_TIMEOUT_S)
         except TimeoutError:
             if conn is not None:
@@ -315,7 +329,8 @@ class HttpTritonClient:
         return status == 200
 
     async def list_models(self) -> list[ModelInfo]:
-        status, body = await self._unary("POST", "/v2/repository/index", {"ready": False})
+        status, body = await self._unary("POST", "/v2/repository/index", {"ready": False},
+                                         self._repository_headers)
         if status != 200:
             raise _status_error(status, body)
         models = []
@@ -351,7 +366,8 @@ class HttpTritonClient:
         ended = False  # the server ended the request (last event, or an error), or never had it
         try:
             try:
-                conn = await self._open("POST", path, _encode(body), True)
+                conn = await self._open("POST", path, _encode(body), True,
+                                        self._inference_headers)
             except TritonError:
                 ended = True
                 raise
@@ -391,8 +407,9 @@ class HttpTritonClient:
         body = {"id": f"{request_id}:abort", "parameters": {ABORT_PARAMETER: request_id}}
         path = f"/v2/models/{quote(model)}/generate_stream"
         try:
-            conn = await asyncio.wait_for(self._open("POST", path, _encode(body), True),
-                                          _UNARY_TIMEOUT_S)
+            conn = await asyncio.wait_for(
+                self._open("POST", path, _encode(body), True, self._inference_headers),
+                _UNARY_TIMEOUT_S)
             try:
                 if conn.status != 200:
                     log.debug("request %s: abort refused: %s", request_id,
@@ -409,7 +426,7 @@ class HttpTritonClient:
         """The vLLM backend's health check, on Triton's `generate` endpoint: returns when
         the model can serve, raises TritonError with its answer when not."""
         conn = await self._open("POST", f"/v2/models/{quote(model)}/generate", _HEALTH_BODY,
-                                False)
+                                False, self._inference_headers)
         try:
             reply = await conn.body()
         except BaseException:

@@ -15,6 +15,12 @@ as ctypes callbacks, each would wait for the interpreter's lock that the loop ho
 Blocking calls (the server's start and stop, which load and unload models) run in
 threads, never on the loop.
 
+Start and stop: the server starts (its models load) in a thread of its own while the
+frontend already answers its health probes.  A start that fails, for any reason, ends
+"starting" with its error: `wait_started` raises it, and the app stops the process with
+it.  A stop while the models still load does not wait for them (Triton cannot cancel a
+load): the process may exit at once, as tritonserver stops on SIGTERM during a load.
+
 KServe endpoints: none in this mode; a deployment that needs them runs tritonserver
 and points the frontend at it (--triton-url).
 """
@@ -22,12 +28,11 @@ and points the frontend at it (--triton-url).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import itertools
 import json
 import logging
-import os
-import signal
 import struct
 import threading
 from collections import deque
@@ -160,6 +165,10 @@ class InProcessTritonClient:
         self._server: int | None = None
         self._start_error: str | None = None
         self._stopped = False
+        # The start's end, for the loops that wait for it (wait_started); guards _stopped
+        # against a start that ends while a stop begins.
+        self._start_lock = threading.Lock()
+        self._start_waiters: list = []
         # key -> stream: until its final response, and until Triton releases its request.
         self._streams: dict[int, _Stream] = {}
         self._unreleased: dict[int, _Stream] = {}
@@ -171,7 +180,7 @@ class InProcessTritonClient:
             ctypes.cast(getattr(lib, f"TRITONSERVER_{name}"), c_void_p)
             for name in ("InferenceResponseError", "InferenceResponseOutputCount",
                          "InferenceResponseOutput", "InferenceResponseDelete",
-                         "ErrorMessage", "ErrorCode", "ErrorDelete")))
+                         "ErrorMessage", "ErrorCode", "ErrorDelete", "ErrorNew")))
         if self._wake_fd < 0:
             raise capi.CapiError("INTERNAL", "could not make the eventfd that wakes the loop")
         shim.shim_take.restype = c_void_p
@@ -216,30 +225,69 @@ class InProcessTritonClient:
         return o
 
     def _start(self) -> None:
-        """Make the server (it loads the models: seconds to minutes) off the event loop."""
-        opts = None
+        """Make the server (it loads the models: seconds to minutes) off the event loop.
+        Whatever goes wrong ends the start with an error: never "starting" for ever."""
+        error = None
         try:
-            opts = self._options()
+            self._make_server()
+        except capi.CapiError as err:
+            error = err.message
+            log.error("Triton could not start in this process: %s", error)
+        except Exception as err:
+            error = f"{type(err).__name__}: {err}"
+            log.exception("Triton could not start in this process")
+        with self._start_lock:
+            self._start_error = error
+            self._started.set()
+            waiters, self._start_waiters = self._start_waiters, []
+        for wake in waiters:
+            wake()
+
+    def _make_server(self) -> None:
+        opts = self._options()
+        try:
             server = c_void_p()
             self._capi.ServerNew(byref(server), opts)
-            self._server = server.value
-            log.info("Triton (in process, %s) serving %s", self._capi.path,
-                     self.settings.model_repository)
-        except capi.CapiError as err:
-            self._start_error = err.message
-            log.error("Triton could not start in this process: %s", err.message)
-            # As tritonserver exits when a model fails to load at start: the process
-            # stops (SIGTERM: the frontend's own orderly stop) and exits non-zero.
-            os.kill(os.getpid(), signal.SIGTERM)
         finally:
-            if opts is not None:
-                self._capi.ServerOptionsDelete(opts)
-            self._started.set()
+            self._capi.ServerOptionsDelete(opts)
+        with self._start_lock:
+            stopped = self._stopped
+            if not stopped:
+                self._server = server.value
+        if stopped:  # the process stopped during the load, and may still be here
+            log.info("Triton finished loading after the stop began: stopping it")
+            self._stop_server(server.value)
+            return
+        log.info("Triton (in process, %s) serving %s", self._capi.path,
+                 self.settings.model_repository)
 
     @property
     def start_error(self) -> str | None:
         """Why the server did not start (None while it starts, and once it has)."""
         return self._start_error
+
+    async def wait_started(self) -> None:
+        """Returns once the server is up; raises TritonError with the reason when it
+        could not start."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def wake() -> None:  # on the start's thread
+            with contextlib.suppress(RuntimeError):  # the loop closed since: no one waits
+                loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+        with self._start_lock:
+            if self._started.is_set():
+                done.set_result(None)
+            else:
+                self._start_waiters.append(wake)
+        try:
+            await done
+        finally:  # a waiter that went away (cancelled) is not woken on a closed loop
+            with self._start_lock:
+                if wake in self._start_waiters:
+                    self._start_waiters.remove(wake)
+        if self._start_error is not None:
+            raise TritonError(self._start_error, 503)
 
     def _live_server(self) -> int:
         if self._server is None or self._stopped:
@@ -254,17 +302,27 @@ class InProcessTritonClient:
             self._reading = None
 
     def _stop(self) -> None:
-        self._started.wait()
-        if self._server is None or self._stopped:
-            return
-        self._stopped = True
+        with self._start_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            server, self._server = self._server, None
+            loading = not self._started.is_set()
+        if loading:
+            # Triton cannot cancel a load, which takes minutes: waiting for it would hold
+            # the stop until the orchestrator kills the process.  _make_server stops the
+            # server if the process is still here when the load ends.
+            log.warning("stopped while Triton was loading its models: not waiting for them")
+        elif server is not None:
+            self._stop_server(server)
+
+    def _stop_server(self, server: int) -> None:
         # ServerStop unloads the models and waits for their requests (exit timeout).
         try:
-            self._capi.ServerStop(self._server)
+            self._capi.ServerStop(server)
         except capi.CapiError as err:
             log.warning("Triton stopped with an error: %s", err.message)
-        self._capi.ServerDelete(self._server)
-        self._server = None
+        self._capi.ServerDelete(server)
 
     # --- the index and health -------------------------------------------------------
     async def server_ready(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .client import TritonClient
+from .credentials import TritonCredentials
 
 
 class ClientSelectionError(ValueError):
@@ -24,17 +25,21 @@ def choose_client_kind(triton_url: str | None) -> str:
                                f"or http:// (https is not supported)")
 
 
-def create_client(triton_url: str | None, in_process=None) -> TritonClient:
+def create_client(triton_url: str | None, in_process=None,
+                  api_key: str | None = None) -> TritonClient:
     """The client for `triton_url`, or a Triton in this process (`in_process`, its
-    ServerSettings)."""
+    ServerSettings).  A remote Triton's restricted APIs get the model-control key from
+    $TRITON_MODEL_CONTROL_KEY and `api_key`, the frontend's own (credentials.py)."""
     if in_process is not None:
         from .inprocess_client import InProcessTritonClient
 
         return InProcessTritonClient(in_process)
-    if choose_client_kind(triton_url) == "http":
+    kind = choose_client_kind(triton_url)
+    credentials = TritonCredentials.from_environment(api_key)
+    if kind == "http":
         from .http_client import HttpTritonClient
 
-        return HttpTritonClient(triton_url)
+        return HttpTritonClient(triton_url, credentials)
     from .grpc_client import GrpcTritonClient
 
-    return GrpcTritonClient(triton_url.removeprefix("grpc://"))
+    return GrpcTritonClient(triton_url.removeprefix("grpc://"), credentials)
