@@ -16,6 +16,8 @@ pin
 serve_args
 repository_dir
 models_dir
+server_preload
+library_dir
 
 # Fields of a plan dataclass, read through dataclasses.fields() and written to plan.json.
 release_kind

@@ -15,6 +15,7 @@ import pytest
 
 from qa.common import TritonServer, make_tiny_lora, write_vllm_model
 from qa.common.metrics import metric_type, samples, series_total
+from qa.common.tritonserver import MODEL_CONTROL_HEADERS
 
 from .vllm_suite import PROMPTS, engine_args, generate
 
@@ -33,12 +34,15 @@ def server(repo, tiny_model):
         yield running
 
 
+# With the key of the image's restriction of the repository API (ignored where it is open).
 def load(server, name) -> httpx.Response:
-    return httpx.post(f"{server.http_url}/v2/repository/models/{name}/load", timeout=300)
+    return httpx.post(f"{server.http_url}/v2/repository/models/{name}/load",
+                      headers=MODEL_CONTROL_HEADERS, timeout=300)
 
 
 def unload(server, name) -> httpx.Response:
-    return httpx.post(f"{server.http_url}/v2/repository/models/{name}/unload", timeout=300)
+    return httpx.post(f"{server.http_url}/v2/repository/models/{name}/unload",
+                      headers=MODEL_CONTROL_HEADERS, timeout=300)
 
 
 def ready(server, name) -> bool:

@@ -16,6 +16,7 @@ from qa.common.figures import record
 from qa.L0_image.conftest import docker
 from tritonbuild import pins
 from tritonbuild.hostenv import discover
+from tritonbuild.pipeline.components.hide_keys import LIBRARY
 
 pytestmark = pytest.mark.docker
 
@@ -27,6 +28,33 @@ SECRET_NAMES = {".netrc", "_netrc", "pip.conf", "pip.ini", ".pypirc", ".git-cred
 # anywhere else is the build secret leaking.
 SYSTEM_BUNDLE_DIR = "etc/ssl/certs/"
 CREDENTIAL_URL = re.compile(r"https?://[^/\s:@]+:[^/\s@]+@")
+
+
+# The image's own tritonserver, started as the entrypoint starts it (the library that hides
+# restricted-API keys preloaded) with the key in $1, on an empty repository; once it
+# answers, its command line as /proc shows it, one argument a line.
+SHOW_TRITONSERVER_ARGV = rf"""
+mkdir -p /tmp/empty-repository
+LD_PRELOAD={LIBRARY} tritonserver --model-repository=/tmp/empty-repository \
+    --model-control-mode=explicit --allow-grpc=false --allow-metrics=false \
+    --http-restricted-api="model-repository:k=$1" > /dev/null 2>&1 &
+pid=$!
+until python3 -c 'import urllib.request as r; r.urlopen("http://127.0.0.1:8000/v2/health/live")' \
+        2>/dev/null; do
+    kill -0 "$pid" || exit 1
+    sleep 0.5
+done
+tr '\0' '\n' < "/proc/$pid/cmdline"
+kill "$pid"
+"""
+
+
+def test_tritonserver_runs_with_its_keys_hidden(image):
+    key = "key-that-must-not-show-2718"
+    out = docker("run", "--rm", "--entrypoint", "/bin/bash", image,
+                 "-c", SHOW_TRITONSERVER_ARGV, "show", key)
+    assert f"--http-restricted-api=model-repository:k={'*' * len(key)}" in out.stdout.split()
+    assert key not in out.stdout
 
 
 def test_runs_as_non_root(image, inspect):

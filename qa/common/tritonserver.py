@@ -36,6 +36,11 @@ ENGINE_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
 # The image's ports, as its entrypoint serves them.
 IMAGE_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002, "openai": 9000}
 
+# The key of the model-repository API in every container the suites start: the image's
+# entrypoint restricts that API to requests that carry it (a random one unless set).
+MODEL_CONTROL_KEY = "qa-model-control-key"
+MODEL_CONTROL_HEADERS = {"triton-model-control-key": MODEL_CONTROL_KEY}
+
 
 def _require_env(name: str) -> str:
     value = os.environ.get(name)
@@ -90,7 +95,8 @@ def container_args(model_repository: Path, mounts=(), env=None) -> list[str]:
         args += ["-v", f"{mount}:{mount}:ro"]
     if gpu_count():
         args.append("--gpus=all")  # the GPU image on a GPU machine
-    for key, value in {**ENGINE_ENV, **(env or {})}.items():
+    known = {**ENGINE_ENV, "TRITON_MODEL_CONTROL_KEY": MODEL_CONTROL_KEY}
+    for key, value in {**known, **(env or {})}.items():
         args += ["-e", f"{key}={value}"]
     return args
 

@@ -6,6 +6,8 @@ lines in SAMPLES: a change to either shows here as a diff.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -146,13 +148,25 @@ def test_a_models_file_serves_several(tmp_path, model_dir):
     repo = out / serve.REPOSITORY
     assert sorted(p.name for p in repo.iterdir()) == ["embed", "tiny-llama"]
     assert json.loads((repo / "embed/1/model.json").read_text())["runner"] == "pooling"
-    assert (out / serve.FRONTEND_ARGS).read_bytes() == b"--api-key\0k\0"
+    assert (out / serve.FRONTEND_ARGS).read_bytes() == b""  # the key is not a flag there
+    assert (out / serve.API_KEY_FILE).read_text() == "k"
 
 
 @pytest.mark.parametrize("text, message", [
     ("models: []", "needs `models:`, a list of {path, args}"),
     ("models: [{path: /m, flags: x}]", "model 1 must be {path: FOLDER, args: FLAGS}"),
     ("models: [", "not valid YAML"),
+    ("models: [{path: /m, args: false}]",
+     "model 1's args must be a string, a list or a mapping, not false"),
+    ("models: [{path: /m, args: 7}]",
+     "model 1's args must be a string, a list or a mapping, not a number"),
+    ("models: [{path: /m, args: [true, --enforce-eager]}]",
+     "model 1's args has true where no flag comes before it (a switch is the flag alone: "
+     "[--enforce-eager])"),
+    ("models: [{path: /m, args: [--max-model-len, [1]]}]",
+     "model 1's args must hold flags and values, not list"),
+    ("models: [{path: /m, args: {max-model-len: null}}]",
+     "model 1's args give max-model-len a value"),
 ])
 def test_a_bad_models_file(tmp_path, text, message, capsys):
     models = tmp_path / "models.yaml"
@@ -227,3 +241,95 @@ def test_offline_a_hub_id_must_be_in_the_cache(offline_hub, parser):
 def test_online_a_hub_id_is_left_to_vllm(parser):
     spec, _ = serve.parse_model(["org/anything"], parser)
     assert spec.engine_args["model"] == "org/anything"
+
+
+# --- a models file's switches, as vLLM's own --config file reads them ------------------
+
+@pytest.mark.parametrize("args, flags", [
+    ("--max-model-len 512 --enforce-eager", ["--max-model-len", "512", "--enforce-eager"]),
+    ([], []),
+    (None, []),
+    (["--max-model-len", 512, "--enforce-eager", True], ["--max-model-len", "512",
+                                                         "--enforce-eager"]),
+    (["--enforce-eager", False], [serve._Negated("--enforce-eager")]),
+    ({"max-model-len": 512, "--enforce-eager": True, "enable-prefix-caching": False,
+      "served-model-name": ["a", "b"], "compilation-config": {"level": 0}, "allowed": []},
+     ["--max-model-len", "512", "--enforce-eager", serve._Negated("--enable-prefix-caching"),
+      "--served-model-name", "a", "b", "--compilation-config", '{"level": 0}']),
+])
+def test_a_models_files_args_become_flags(args, flags):
+    assert serve._model_args(args) == flags
+
+
+def test_true_is_the_bare_flag_and_false_its_no_form_or_nothing(tmp_path, model_dir):
+    """`true` never reaches vLLM as the word "True", nor is `false` dropped."""
+    models = tmp_path / "models.yaml"
+    models.write_text(
+        f"models:\n"
+        f"  - path: {model_dir}\n"
+        f"    args: {{enforce-eager: true, enable-prefix-caching: false, max-model-len: 64}}\n"
+        f"  - path: {model_dir}\n"
+        f"    args: [--served-model-name, b, --enforce-eager, false, --no-such-switch, false]\n")
+    served = serve.parse(["--models", str(models)])
+    a, b = (spec.engine_args for spec in served.specs)
+    assert (a["enforce_eager"], a["enable_prefix_caching"], a["max_model_len"]) == (
+        True, False, 64)
+    # --no-enforce-eager is serve's own negation (vLLM's store_true has none); a flag with
+    # no --no- form set to false is left out, as vLLM's --config file leaves it out.
+    assert "enforce_eager" not in b and served.frontend == []
+
+
+# --- the API key stays off command lines and out of files others can read --------------
+
+@pytest.mark.parametrize("flag", [["--api-key", "s3cret"], ["--api-key=s3cret"]])
+def test_the_api_key_goes_to_a_file_only_its_owner_reads(tmp_path, model_dir, flag,
+                                                        monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    old_umask = os.umask(0)  # the mode is the file's own, whatever the umask
+    # Made with its mode, never chmod-ed after: no moment in which others could read it.
+    monkeypatch.setattr(os, "chmod", None)
+    monkeypatch.setattr(os, "fchmod", None)
+    try:
+        assert serve.main([str(out), str(model_dir), "--tool-call-parser", "hermes",
+                           *flag]) == 0
+    finally:
+        os.umask(old_umask)
+    assert (out / serve.FRONTEND_ARGS).read_bytes() == b"--tool-call-parser\0hermes\0"
+    key = out / serve.API_KEY_FILE
+    assert key.read_text() == "s3cret"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+
+
+def test_a_run_without_a_key_removes_an_earlier_runs_and_follows_no_link(tmp_path,
+                                                                        model_dir):
+    out = tmp_path / "out"
+    assert serve.main([str(out), str(model_dir), "--api-key", "old"]) == 0
+    assert serve.main([str(out), str(model_dir)]) == 0
+    assert not (out / serve.API_KEY_FILE).exists()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("untouched")
+    (out / serve.API_KEY_FILE).symlink_to(elsewhere)
+    assert serve.main([str(out), str(model_dir), "--api-key", "new"]) == 0
+    assert elsewhere.read_text() == "untouched"
+    assert not (out / serve.API_KEY_FILE).is_symlink()
+    assert (out / serve.API_KEY_FILE).read_text() == "new"
+
+
+def test_models_that_agree_on_the_key_share_it(tmp_path, model_dir):
+    models = tmp_path / "models.yaml"
+    models.write_text(f"models:\n  - path: {model_dir}\n    args: --api-key k\n"
+                      f"  - path: {model_dir}\n    args: [--served-model-name, x]\n")
+    served = serve.parse(["--models", str(models)])
+    assert served.api_key == "k" and serve.API_KEY_FLAG not in served.frontend
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_exits_with_its_own_status_and_writes_nothing(tmp_path, model_dir, flag, capsys):
+    """Not 0: the image's entrypoint starts the servers after a serve that succeeded."""
+    out = tmp_path / "out"
+    assert serve.main([str(out), flag]) == serve.EXIT_HELP_ONLY
+    assert serve.main([str(out), str(model_dir), "--max-model-len", "64", flag]) == \
+        serve.EXIT_HELP_ONLY
+    assert "usage: serve MODEL" in capsys.readouterr().out
+    assert not out.exists()

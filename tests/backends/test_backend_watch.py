@@ -6,7 +6,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from triton_vllm_backend import watch
+from triton_vllm_backend import access, watch
 from triton_vllm_backend.health import PARAMETER
 
 
@@ -20,6 +20,8 @@ class FakeTriton(ThreadingHTTPServer):
         self.models = {"llm": "vllm", "ensemble": "python"}
         self.answers: dict[str, tuple[int, str | None]] = {}
         self.asked: list[str] = []
+        # As tritonserver's restricted APIs: path ending -> the header and value it needs.
+        self.restricted: dict[str, tuple[str, str]] = {}
 
     @property
     def url(self) -> str:
@@ -47,6 +49,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        for ending, (header, value) in self.server.restricted.items():
+            if self.path.endswith(ending) and self.headers.get(header) != value:
+                return self._reply(403, {"error": f"This API is restricted, expecting "
+                                                  f"header '{header}'"})
         if self.path == "/v2/repository/index":
             return self._reply(200, [{"name": n, "state": "READY"} for n in self.server.models])
         name = self.path.split("/")[3]
@@ -233,3 +239,72 @@ def test_a_stub_gone_while_the_models_cannot_be_listed_counts_at_the_next_listin
     assert watch.watch(Busy(), 0, 3, logged.append, sleep=lambda s: None,
                        stubs=Stubs([{34: "llm"}])) == watch.MODEL_DEAD
     assert "stub process 34 died" in logged[-1]
+
+
+# --- the keys of the image's restricted APIs ----------------------------------------------
+
+@pytest.fixture
+def restricted(triton, monkeypatch, tmp_path):
+    """The fake Triton restricted as the image's entrypoint restricts tritonserver, and an
+    environment without keys (the key file named, not there yet)."""
+    triton.restricted = {"/repository/index": ("triton-model-control-key", "control"),
+                         "/generate": ("authorization", "Bearer s3cret")}
+    monkeypatch.delenv(access.MODEL_CONTROL_KEY_ENV, raising=False)
+    monkeypatch.delenv(access.API_KEY_ENV, raising=False)
+    monkeypatch.setenv(access.MODEL_CONTROL_KEY_FILE_ENV, str(tmp_path / "model-control-key"))
+    return triton
+
+
+def test_once_sends_the_keys_from_the_environment(restricted, monkeypatch):
+    monkeypatch.setenv(access.MODEL_CONTROL_KEY_ENV, "control")
+    monkeypatch.setenv(access.API_KEY_ENV, "s3cret")
+    assert watch.main(["--once", "--url", restricted.url]) == 0
+    assert restricted.asked == ["llm"]
+
+
+def test_once_reads_the_model_control_key_from_the_entrypoints_file(restricted, tmp_path,
+                                                                   monkeypatch):
+    """A liveness probe runs with the container's environment, not the entrypoint's."""
+    (tmp_path / "model-control-key").write_text("control")
+    monkeypatch.setenv(access.API_KEY_ENV, "s3cret")
+    assert watch.main(["--once", "--url", restricted.url]) == 0
+
+
+def test_once_without_the_model_control_key_fails_and_says_which_key(restricted, capsys):
+    assert watch.main(["--once", "--url", restricted.url]) == 1
+    assert capsys.readouterr().err == (
+        "watch: cannot list the models: the repository index answered HTTP 403: This API "
+        "is restricted, expecting header 'triton-model-control-key' (set "
+        "$TRITON_MODEL_CONTROL_KEY to the server's key)\n")
+
+
+def test_a_health_check_without_the_api_key_is_not_healthy(restricted):
+    server = watch.Server(restricted.url, 5, access.Keys(model_control="control"))
+    answer = server.health("llm")
+    assert (answer.healthy, answer.dead) == (False, False)
+    assert "expecting header 'authorization'" in answer.why and restricted.asked == []
+    assert watch.Server(restricted.url, 5, access.Keys("control", "s3cret")).health(
+        "llm").healthy
+
+
+@pytest.mark.parametrize("environ, file_text, keys", [
+    ({}, None, access.Keys()),
+    ({}, "from-file\n", access.Keys("from-file")),
+    ({access.MODEL_CONTROL_KEY_ENV: "from-env"}, "from-file", access.Keys("from-env")),
+    ({access.MODEL_CONTROL_KEY_ENV: ""}, "", access.Keys()),
+    ({access.API_KEY_ENV: "k"}, None, access.Keys(api_key="k")),
+])
+def test_keys_come_from_the_environment_or_the_key_file(tmp_path, environ, file_text, keys):
+    key_file = tmp_path / "key"
+    if file_text is not None:
+        key_file.write_text(file_text)
+    environ = {**environ, access.MODEL_CONTROL_KEY_FILE_ENV: str(key_file)}
+    assert access.Keys.from_environment(environ) == keys
+
+
+def test_the_default_key_file_is_the_one_the_entrypoint_writes():
+    from tritonbuild.hostenv import REPO_ROOT
+
+    template = (REPO_ROOT / "dockerfiles" / "image" / "entrypoint.sh.j2").read_text()
+    assert (f'key_file="${{{access.MODEL_CONTROL_KEY_FILE_ENV}:-'
+            f'{access.DEFAULT_MODEL_CONTROL_KEY_FILE}}}"') in template

@@ -75,9 +75,9 @@ def served(manifests: list[dict], tmp_path) -> tuple[dict[str, tuple[dict, dict]
             entry["path"] = str(folder)
     here = tmp_path / "models.yaml"
     here.write_text(yaml.safe_dump({"models": models}))
-    specs, frontend = serve.parse(["--models", str(here)])
+    made = serve.parse(["--models", str(here)])
     out = {}
-    for rel, text in repository_files(specs).items():
+    for rel, text in repository_files(made.specs).items():
         for folder, pod_path in pod_paths.items():
             text = text.replace(folder, pod_path)
         name, _, file = rel.partition("/")
@@ -87,7 +87,7 @@ def served(manifests: list[dict], tmp_path) -> tuple[dict[str, tuple[dict, dict]
         else:
             model_json = json.loads(text)
         out[name] = (pbtxt, model_json)
-    return out, frontend
+    return out, made.frontend
 
 
 @pytest.fixture(autouse=True)

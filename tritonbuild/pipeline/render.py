@@ -101,6 +101,7 @@ def _shared_context(plan: BuildPlan, parts: list[Component]) -> dict[str, Any]:
         "user": _user(parts),
         "entrypoint": _entrypoint(parts),
         "server_args": _gather(parts, "server_args"),
+        "server_preload": _gather(parts, "server_preload"),
         "services": _gather(parts, "services"),
         "in_process_server": next((c for p in parts if (c := p.in_process_server())), ()),
         "versions": dict(plan.pins.value + tuple(extra_versions)),

@@ -8,6 +8,14 @@ writes `OUTPUT_DIR/model_repository/` (one model per MODEL, named by
 frontend's flags separated by NUL bytes.  The image's `serve` command runs it, then
 starts tritonserver on that repository and the frontend with those flags.
 
+`--api-key` is the one flag that is not in frontend.args: a key on a command line is
+in every `ps`, and frontend.args is readable by all.  It goes to `OUTPUT_DIR/api-key`,
+made readable by its owner alone, and the image's entrypoint hands it to the frontend
+in the environment (TRITON_OPENAI_API_KEY).
+
+`--help` prints the flags and exits with EXIT_HELP_ONLY, not 0: the image's entrypoint
+then starts nothing (a 0 would start the servers on whatever an earlier run made).
+
 The engine flags are parsed by vLLM's own parser (`AsyncEngineArgs.add_cli_args`), so a
 flag vLLM adds works here unchanged and an unknown or invalid one is refused with vLLM's
 own message before anything starts.  model.json keeps the flags that differ from vLLM's
@@ -15,31 +23,42 @@ defaults.  The frontend's flags (FRONTEND_FLAGS, checked by the frontend's own p
 go to the frontend; one that is also an engine argument (`--reasoning-parser`,
 `--generation-config`) goes to both.
 
-A models file lists several models, each a path and its flags (a string or a list):
+A models file lists several models, each a path and its flags: a string, a list, or a
+mapping as vLLM's own `--config` file has it (`true` is the bare flag, `false` its
+`--no-` form, or nothing where the flag has none):
 
     models:
       - path: /models/my-llm
         args: --max-model-len 4096
       - path: /models/minilm
         args: [--runner, pooling]
+      - path: /models/other
+        args: {max-model-len: 2048, enforce-eager: true, enable-prefix-caching: false}
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from .repository import ModelSpec, RepositoryError, triton_name, write_repository
 
-__all__ = ["ServeError", "build_parser", "parse_model", "parse_models_file", "main",
-           "FRONTEND_FLAGS", "REPOSITORY", "FRONTEND_ARGS"]
+__all__ = ["ServeError", "Served", "build_parser", "parse_model", "parse_models_file", "main",
+           "FRONTEND_FLAGS", "REPOSITORY", "FRONTEND_ARGS", "API_KEY_FILE", "EXIT_HELP_ONLY"]
 
 REPOSITORY = "model_repository"
 FRONTEND_ARGS = "frontend.args"
+# --api-key's value, readable by its owner alone (never in frontend.args or an argv).
+API_KEY_FILE = "api-key"
+API_KEY_FLAG = "--api-key"
+# The exit status after --help: the flags were printed and there is nothing to serve.
+EXIT_HELP_ONLY = 10
 # The frontend's flags a user may give `serve`; the image sets the others (--triton-url,
 # --host, --port) itself.
 FRONTEND_FLAGS = ("--chat-template", "--tool-call-parser", "--reasoning-parser", "--api-key",
@@ -57,6 +76,22 @@ _NOT_ENGINE = {"model_tag", "task", "served_model_name"}
 
 class ServeError(ValueError):
     """The command line or models file cannot make a repository; the message says why."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """What serve makes: the models, the frontend's flags, and its API key (kept apart)."""
+    specs: list[ModelSpec]
+    frontend: list[str]
+    api_key: str | None = None
+
+
+@dataclass(frozen=True)
+class _Negated:
+    """A boolean flag a models file sets to false: its --no- form where the parser has
+    one, else nothing (as vLLM's --config file reads `flag: false`).  Only the parser,
+    which imports vLLM, knows which it is."""
+    flag: str
 
 
 def _add_frontend_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
@@ -241,8 +276,9 @@ def _with_statistics(engine: dict) -> dict:
     return engine
 
 
-def parse_models_file(path: Path | str) -> list[list[str]]:
-    """A models file's command lines, one per model: [path, *args]."""
+def parse_models_file(path: Path | str) -> list[list]:
+    """A models file's command lines, one per model: [path, *args] (a flag that the file
+    sets to false is a _Negated, which parse() resolves)."""
     import yaml
     try:
         data = yaml.safe_load(Path(path).read_text())
@@ -258,13 +294,90 @@ def parse_models_file(path: Path | str) -> list[list[str]]:
         if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) \
                 or set(entry) - {"path", "args"}:
             raise ServeError(f"--models {path}: model {i} must be {{path: FOLDER, args: FLAGS}}")
-        args = entry.get("args") or []
-        if isinstance(args, str):
-            args = shlex.split(args)
-        if not isinstance(args, list) or not all(isinstance(a, (str, int, float)) for a in args):
-            raise ServeError(f"--models {path}: model {i}'s args must be a string or a list")
-        out.append([entry["path"], *map(str, args)])
+        try:
+            out.append([entry["path"], *_model_args(entry.get("args"))])
+        except ServeError as e:
+            raise ServeError(f"--models {path}: model {i}'s args {e}") from None
     return out
+
+
+def _model_args(args) -> list:
+    """A models file's `args`: a string (split as a shell splits it), a list of flags and
+    values, or a mapping of flag to value; None (`args:` left empty) is no flags."""
+    if args is None:
+        return []
+    if isinstance(args, str):
+        return shlex.split(args)
+    if isinstance(args, list):
+        return _list_args(args)
+    if isinstance(args, dict):
+        return _mapping_args(args)
+    raise ServeError(f"must be a string, a list or a mapping, not {_yaml_kind(args)}")
+
+
+def _yaml_kind(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return {int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _list_args(items: list) -> list:
+    """[--flag, value, ...]: a true or false after a flag is that flag's switch (true the
+    bare flag, false its --no- form), not the word "True"."""
+    out: list = []
+    for item in items:
+        if isinstance(item, bool):
+            if not out or not isinstance(out[-1], str) or not out[-1].startswith("--"):
+                raise ServeError(f"has {str(item).lower()} where no flag comes before it "
+                                 f"(a switch is the flag alone: [--enforce-eager])")
+            if not item:
+                out[-1] = _Negated(out[-1])
+        elif isinstance(item, (str, int, float)):
+            out.append(str(item))
+        else:
+            raise ServeError(f"must hold flags and values, not {_yaml_kind(item)}")
+    return out
+
+
+def _mapping_args(flags: dict) -> list:
+    """{flag: value}, as vLLM's --config file: a list is the flag and each item, a mapping
+    its JSON, true the bare flag, false its --no- form."""
+    out: list = []
+    for key, value in flags.items():
+        flag = f"--{str(key).removeprefix('--')}"
+        if isinstance(value, bool):
+            out.append(flag if value else _Negated(flag))
+        elif isinstance(value, list):
+            out += [flag, *map(str, value)] if value else []
+        elif isinstance(value, dict):
+            out += [flag, json.dumps(value)]
+        elif isinstance(value, (str, int, float)):
+            out += [flag, str(value)]
+        else:
+            raise ServeError(f"give {key} a value")
+    return out
+
+
+def _resolve(line: list, parser: argparse.ArgumentParser) -> list[str]:
+    """A models file's line with each false switch made its --no- form, or left out."""
+    out = []
+    for item in line:
+        if isinstance(item, _Negated):
+            negation = f"--no-{item.flag.removeprefix('--')}"
+            if negation in parser._option_string_actions:
+                out.append(negation)
+        else:
+            out.append(item)
+    return out
+
+
+def _take_api_key(frontend: list[str]) -> tuple[list[str], str | None]:
+    """The frontend's flags without --api-key, and its value (_frontend_args writes each
+    flag once, followed by its value)."""
+    if API_KEY_FLAG not in frontend:
+        return frontend, None
+    at = frontend.index(API_KEY_FLAG)
+    return frontend[:at] + frontend[at + 2:], frontend[at + 1]
 
 
 def _merge_frontend(per_model: list[list[str]]) -> list[str]:
@@ -289,7 +402,7 @@ def _merge_frontend(per_model: list[list[str]]) -> list[str]:
     return merged
 
 
-def parse(argv: list[str]) -> tuple[list[ModelSpec], list[str]]:
+def parse(argv: list[str]) -> Served:
     if argv[:1] == ["--models"] or (argv and argv[0].startswith("--models=")):
         rest = argv[1:] if argv[0] == "--models" else [argv[0].split("=", 1)[1], *argv[1:]]
         if len(rest) != 1:
@@ -299,32 +412,50 @@ def parse(argv: list[str]) -> tuple[list[ModelSpec], list[str]]:
     else:
         lines = [argv]
     for line in lines:  # before vLLM's import, which takes seconds
-        if line and not line[0].startswith("-"):
+        if line and isinstance(line[0], str) and not line[0].startswith("-"):
             check_model_path(line[0])
     try:
         parser = build_parser()
     except ImportError as e:
         raise ServeError(f"serve needs vLLM's argument parser, which does not import "
                          f"here: {e}") from None
-    specs, frontend = [], []
+    specs, frontend, keys = [], [], set()
     for line in lines:
         if len(lines) > 1:
             print(f"serve: model {line[0]}", file=sys.stderr)
-        spec, args = parse_model(line, parser)
+        spec, args = parse_model(_resolve(line, parser[0]), parser)
+        args, key = _take_api_key(args)
         specs.append(spec)
         frontend.append(args)
-    return specs, _merge_frontend(frontend)
+        keys |= {key} - {None}
+    if len(keys) > 1:
+        raise ServeError(f"{API_KEY_FLAG} is given twice with different values; the "
+                         f"frontend serves all models with one")
+    return Served(specs, _merge_frontend(frontend), keys.pop() if keys else None)
 
 
-def write(output: Path | str, specs: list[ModelSpec], frontend: list[str]) -> Path:
-    """OUTPUT/model_repository (replaced whole) and OUTPUT/frontend.args."""
+def write(output: Path | str, served: Served) -> Path:
+    """OUTPUT/model_repository (replaced whole), OUTPUT/frontend.args and, with an API
+    key, OUTPUT/api-key (an earlier run's is removed when this one has none)."""
     output = Path(output)
     repository = output / REPOSITORY
     if repository.exists():
         shutil.rmtree(repository)
-    write_repository(specs, repository)
-    (output / FRONTEND_ARGS).write_bytes(b"".join(a.encode() + b"\0" for a in frontend))
+    write_repository(served.specs, repository)
+    (output / FRONTEND_ARGS).write_bytes(b"".join(a.encode() + b"\0" for a in served.frontend))
+    key_file = output / API_KEY_FILE
+    key_file.unlink(missing_ok=True)
+    if served.api_key is not None:
+        _write_private(key_file, served.api_key)
     return repository
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A new file that only its owner can read.  Made with that mode (O_EXCL: never an
+    existing file or a link someone left there), not chmod-ed after it was written."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,15 +470,19 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        specs, frontend = parse(rest)
-        repository = write(output, specs, frontend)
+        served = parse(rest)
+        repository = write(output, served)
+    except SystemExit as e:
+        if e.code not in (0, None):  # the parser's error, said already
+            raise
+        return EXIT_HELP_ONLY  # --help: said, and nothing to serve
     except (ServeError, RepositoryError) as e:
         print(f"serve: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"serve: error: cannot write {output}: {e.strerror}", file=sys.stderr)
         return 1
-    for spec in specs:
+    for spec in served.specs:
         print(f"serve: {repository}/{spec.name}: {json.dumps(spec.engine_args)}",
               file=sys.stderr)
     return 0

@@ -14,6 +14,9 @@ server, and the container exits for `docker run --restart` or Kubernetes to rest
 The second form asks once and exits 1 when Triton cannot be reached or a model answers
 that it is dead: a liveness probe that sees model health, not only tritonserver's process.
 
+Both send the keys that the image's tritonserver asks for (access.py): the model-control
+key with the repository index, the API key, when there is one, with each health check.
+
 A busy model is not a dead one: only an answer that says so (UNAVAILABLE from the model,
 Triton's "not healthy" for a dead stub) counts at once; timeouts and other failures must
 repeat --failures times in a row.  So does a stub process that is gone while its model
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from .access import MODEL_CONTROL_KEY_ENV, Keys
 from .health import DEAD_PHRASE, PARAMETER
 
 # Exit statuses (the container's, through the entrypoint).
@@ -57,10 +61,11 @@ class Answer:
     why: str = ""
 
 
-def _request(url: str, body: dict | None, timeout: float) -> tuple[int, bytes]:
+def _request(url: str, body: dict | None, timeout: float,
+             headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data,
-                                 headers={"Content-Type": "application/json"} if data else {})
+    headers = {**({"Content-Type": "application/json"} if data else {}), **(headers or {})}
+    req = urllib.request.Request(url, data=data, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             return resp.status, resp.read()
@@ -89,9 +94,10 @@ def classify(status: int, body: bytes) -> Answer:
 
 
 class Server:
-    def __init__(self, url: str, timeout: float):
+    def __init__(self, url: str, timeout: float, keys: Keys | None = None):
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self.keys = keys or Keys()
         self._backends: dict[str, str] = {}
 
     def ready(self) -> bool:
@@ -103,7 +109,10 @@ class Server:
     def vllm_models(self) -> list[str]:
         """The ready models that the vLLM backend serves."""
         status, body = _request(f"{self.url}/v2/repository/index", {"ready": True},
-                                self.timeout)
+                                self.timeout, self.keys.repository_headers())
+        if status == 403:  # restricted: no key, or another one than the server's
+            raise OSError(f"the repository index answered HTTP 403: {_error_text(body)} "
+                          f"(set ${MODEL_CONTROL_KEY_ENV} to the server's key)")
         if status != 200:
             raise OSError(f"the repository index answered HTTP {status}")
         names = sorted({m["name"] for m in json.loads(body) if m.get("state") == "READY"})
@@ -121,7 +130,8 @@ class Server:
     def health(self, name: str) -> Answer:
         try:
             return classify(*_request(f"{self.url}/v2/models/{quote(name)}/generate",
-                                      {"parameters": {PARAMETER: True}}, self.timeout))
+                                      {"parameters": {PARAMETER: True}}, self.timeout,
+                                      self.keys.inference_headers()))
         except OSError as err:  # refused, reset, timed out
             return Answer(False, False, f"no answer: {err}")
 
@@ -268,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    server = Server(args.url, args.timeout)
+    server = Server(args.url, args.timeout, Keys.from_environment())
     if args.once:
         return check_once(server, log)
     if not wait_until_ready(server, args.start_timeout, args.interval):

@@ -2,7 +2,8 @@
 import pytest
 
 from tritonbuild.pipeline.components import Service, User, compose
-from tritonbuild.pipeline.components.tritonserver import server_args
+from tritonbuild.pipeline.components.hide_keys import LIBRARY, LIBRARY_DIR
+from tritonbuild.pipeline.components.tritonserver import api_key_args, server_args
 from tritonbuild.pipeline.render import render
 
 
@@ -11,10 +12,17 @@ def names(plan):
 
 
 def test_compose(plan_for):
-    assert names(plan_for()) == ["system", "vllm", "tritonserver", "sample-model", "vllm-backend"]
+    assert names(plan_for()) == ["system", "vllm", "tritonserver", "hide-keys", "sample-model",
+                                 "vllm-backend"]
     assert names(plan_for("--endpoint=openai")) == [
-        "system", "vllm", "tritonserver", "openai-frontend", "sample-model", "vllm-backend"]
-    assert names(plan_for("--backend=python")) == ["system", "vllm", "tritonserver"]
+        "system", "vllm", "tritonserver", "hide-keys", "openai-frontend", "sample-model",
+        "vllm-backend"]
+    assert names(plan_for("--backend=python")) == ["system", "vllm", "tritonserver", "hide-keys"]
+
+
+CONTROL = ("model-repository,shared-memory,trace,logging:"
+           "triton-model-control-key=${TRITON_MODEL_CONTROL_KEY}")
+API_KEY = "inference:authorization=Bearer ${TRITON_OPENAI_API_KEY}"
 
 
 @pytest.mark.parametrize("argv,present,absent", [
@@ -29,6 +37,14 @@ def test_compose(plan_for):
     (["--enable-tracing"], ["--trace-config=level=TIMESTAMPS"], []),
     (["--enable-stats"], ["--allow-http=true"],
      ["--http-restricted-api=statistics:triton-statistics-key=${TRITON_STATISTICS_KEY}"]),
+    # The model-repository API (and shared memory, trace, logging) in every image.
+    ([], [f"--http-restricted-api={CONTROL}", f"--grpc-restricted-protocol={CONTROL}"], []),
+    (["--enable-stats"], [f"--http-restricted-api={CONTROL}"], []),
+    (["--endpoint=grpc"], [f"--grpc-restricted-protocol={CONTROL}"],
+     [f"--http-restricted-api={CONTROL}"]),
+    # The API key's restriction is the entrypoint's to add, only when the key is set.
+    (["--endpoint=openai"], [], [f"--http-restricted-api={API_KEY}",
+                                 f"--grpc-restricted-protocol={API_KEY}"]),
     (["--endpoint=sagemaker"], ["--allow-sagemaker=true", "--sagemaker-port=8080"], []),
     (["--endpoint=vertex-ai"], ["--allow-vertex-ai=true", "--vertex-ai-port=8080"], []),
     (["--endpoint=vertex-ai", "--endpoint=sagemaker"], ["--vertex-ai-port=8081"], []),
@@ -39,6 +55,15 @@ def test_server_args(plan_for, argv, present, absent):
         assert a in args
     for a in absent:
         assert a not in args
+
+
+@pytest.mark.parametrize("argv, args", [
+    ([], [f"--http-restricted-api={API_KEY}", f"--grpc-restricted-protocol={API_KEY}"]),
+    (["--endpoint=http"], [f"--http-restricted-api={API_KEY}"]),
+    (["--endpoint=grpc", "--endpoint=openai"], [f"--grpc-restricted-protocol={API_KEY}"]),
+])
+def test_api_key_args_restrict_inference_on_the_endpoints_served(plan_for, argv, args):
+    assert api_key_args(plan_for(*argv)) == args
 
 
 def test_ports(plan_for):
@@ -90,3 +115,15 @@ def test_the_model_watch_runs_beside_every_server_with_an_http_endpoint(plan_for
     assert 'kill -KILL "$triton_pid"' in entrypoint
     assert [s.title for s in hook(plan_for("--endpoint=grpc"), "services")] == []
 
+
+
+@pytest.mark.parametrize("argv", [[], ["--enable-gpu"], ["--backend=python", "--endpoint=http"]])
+def test_every_image_builds_the_key_hiding_library_and_preloads_it_in_tritonserver(plan_for,
+                                                                                   argv):
+    rendered = render(plan_for(*argv))
+    assert "FROM builder AS hide-keys" in rendered.dockerfile
+    assert f"COPY --from=hide-keys {LIBRARY_DIR}/ {LIBRARY_DIR}/" in rendered.dockerfile
+    assert "libc6-dev" in rendered.dockerfile   # the headers gcc alone does not bring
+    launch = [line.strip() for line in rendered.files["image/entrypoint.sh"][0].splitlines()
+              if "LD_PRELOAD=" in line]
+    assert launch == [f'export LD_PRELOAD="{LIBRARY}${{LD_PRELOAD:+ $LD_PRELOAD}}"']

@@ -13,7 +13,7 @@ def test_stages_only_what_the_image_needs(plan_for, tmp_path, wheelhouse):
     ctx = files.context
     top = sorted(p.name for p in ctx.iterdir())
     assert top == ["backends", "frontends", "image", "model_repository", "patches",
-                   "sample_repository", "wheelhouse"]
+                   "preload", "sample_repository", "wheelhouse"]
     assert (ctx / "image" / "entrypoint.sh").stat().st_mode & 0o111
     assert not list(ctx.rglob("__pycache__"))
     wheel = next(wheelhouse.iterdir())

@@ -12,8 +12,12 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from triton_vllm_backend import serve
 
+from tritonbuild.pipeline.components.hide_keys import LIBRARY, SOURCE, compile_command
 from tritonbuild.pipeline.render import render
+
+REPO = Path(__file__).resolve().parents[3]
 
 STANDIN = """#!/bin/bash
 echo "$@" > "$RECORD_DIR/$(basename "$0")"
@@ -36,31 +40,58 @@ SERVE_STANDIN = """#!/bin/bash
 [ "$2" = triton_vllm_backend.watch ] && exec "$(dirname "$0")/watch" "$@"
 echo "$PYTHONPATH" "$@" > "$RECORD_DIR/serve"
 [ -n "${SERVE_STATUS:-}" ] && { echo "serve: error: unrecognized arguments: --bogus" >&2; exit 2; }
+for arg in "$@"; do [ "$arg" = --help ] && exit "$SERVE_HELP_STATUS"; done
 mkdir -p "$3/model_repository/m"
 printf -- '--chat-template\\0/t t.jinja\\0' > "$3/frontend.args"
+# --api-key K: serve keeps the key out of frontend.args, in a file of its own.
+rm -f "$3/api-key"
+previous=
+for arg in "$@"; do
+    [ "$previous" = --api-key ] && printf %s "$arg" > "$3/api-key"
+    case "$arg" in --api-key=*) printf %s "${arg#--api-key=}" > "$3/api-key" ;; esac
+    previous=$arg
+done
+exit 0
 """
+# Records the API key the frontend finds in its environment, then stands in as above.
+KEY_RECORDING_STANDIN = STANDIN.replace(
+    "#!/bin/bash\n",
+    '#!/bin/bash\necho "${TRITON_OPENAI_API_KEY-unset}" > "$RECORD_DIR/$(basename "$0").key"\n')
+
+
+@pytest.fixture(scope="session")
+def preload_library(tmp_path_factory) -> Path:
+    """The key-hiding library, compiled here: the entrypoint preloads it from its path in
+    the image, which this host lacks."""
+    library = tmp_path_factory.mktemp("preload") / Path(LIBRARY).name
+    subprocess.run(compile_command(str(REPO / "dockerfiles" / SOURCE), str(library)), check=True)
+    return library
 
 
 @pytest.fixture
-def image(plan_for, tmp_path):
+def image(plan_for, tmp_path, preload_library):
     def make(*argv):
         files = render(plan_for(*argv)).files
         for dest, (text, executable) in files.items():
             path = tmp_path / dest
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            path.write_text(text.replace(LIBRARY, str(preload_library)))
             path.chmod(0o755 if executable else 0o644)
         bindir = tmp_path / "bin"
         bindir.mkdir(exist_ok=True)
         for name in ("tritonserver", "triton-openai", "watch"):
             (bindir / name).write_text(STANDIN)
             (bindir / name).chmod(0o755)
+        (bindir / "triton-openai").write_text(KEY_RECORDING_STANDIN)
         (bindir / "python3").write_text(SERVE_STANDIN)
         (bindir / "python3").chmod(0o755)
         records = tmp_path / "records"
         records.mkdir(exist_ok=True)
         env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}",
-               "RECORD_DIR": str(records)}
+               "RECORD_DIR": str(records), "SERVE_HELP_STATUS": str(serve.EXIT_HELP_ONLY)}
+        env.pop("TRITON_OPENAI_API_KEY", None)
+        env.pop("TRITON_MODEL_CONTROL_KEY", None)
+        env["TRITON_MODEL_CONTROL_KEY_FILE"] = str(tmp_path / "keys" / "model-control-key")
         return tmp_path / "image" / "entrypoint.sh", records, env
     return make
 
@@ -157,6 +188,7 @@ def test_a_triton_only_image_stops_cleanly_on_sigterm(image):
     entry, records, env = image()
     proc = subprocess.Popen([str(entry)], env=env)
     wait_for(records / "tritonserver")
+    wait_for(records / "watch")  # started, and so stopped in turn
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     assert (records / "order").read_text().split() == ["watch", "tritonserver"]
@@ -231,6 +263,52 @@ def test_serve_refuses_before_anything_starts(image, tmp_path):
     assert not (records / "tritonserver").exists() and not (records / "triton-openai").exists()
 
 
+@pytest.mark.parametrize("key_flag", [["--api-key", "s3cret"], ["--api-key=s3cret"]])
+def test_serves_api_key_reaches_the_frontend_in_its_environment_and_no_argv(image, tmp_path,
+                                                                           key_flag):
+    """After serve, the entrypoint runs itself again without serve's arguments: the key
+    is then in no process's command line, the container's first process included."""
+    entry, records, env = image("--endpoint=openai")
+    env.update(SERVE_DIR=str(tmp_path / "served"))
+    proc = subprocess.Popen([str(entry), "serve", "/models/m", *key_flag, "--",
+                             "--log-verbose=1"], env=env)
+    try:
+        wait_for(records / "triton-openai")
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        assert cmdline[-2:] == [str(entry).encode(), b"--log-verbose=1"], cmdline
+        assert "s3cret" not in (records / "triton-openai").read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+    assert wait_for(records / "triton-openai.key").strip() == "s3cret"
+    assert "TRITON_VLLM_SERVED" not in (records / "triton-openai").read_text()
+
+
+def test_without_a_key_the_frontend_gets_none_from_serve(image, tmp_path):
+    entry, records, env = image("--endpoint=openai")
+    env.update(SERVE_DIR=str(tmp_path / "served"), EXIT_AFTER="0.3", EXIT_WHO="tritonserver")
+    (tmp_path / "served").mkdir()
+    subprocess.run([str(entry), "serve", "/models/m"], env=env, timeout=30)
+    assert wait_for(records / "triton-openai.key").strip() == "unset"
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_serve_help_starts_nothing_and_exits_0(image, tmp_path, flag):
+    """serve exits EXIT_HELP_ONLY after its help: the repository in SERVE_DIR is an
+    earlier run's, and nothing may start on it."""
+    entry, records, env = image("--endpoint=openai")
+    served = tmp_path / "served"
+    (served / "model_repository" / "stale").mkdir(parents=True)
+    env.update(SERVE_DIR=str(served))
+    bindir = Path(env["PATH"].split(":")[0])
+    if flag == "-h":  # the real serve's status for either spelling
+        (bindir / "python3").write_text(SERVE_STANDIN.replace("= --help", "= -h"))
+    out = subprocess.run([str(entry), "serve", "/models/m", flag], env=env, timeout=30)
+    assert out.returncode == 0
+    assert not (records / "tritonserver").exists() and not (records / "triton-openai").exists()
+    assert (served / "model_repository" / "stale").is_dir()  # left as it was
+
+
 def _limits(hard: int, soft: int = 1024):
     """A child's open-files limits: `soft` under `hard`."""
     def set_limits():
@@ -272,3 +350,142 @@ def test_a_low_hard_limit_of_open_files_is_said(image):
     assert out.stderr.startswith(
         "entrypoint: open files limited to 2048 (hard limit 2048): fewer client "
         "connections than that get served"), out.stderr
+
+
+# --- the restricted APIs' keys -----------------------------------------------------------
+
+# Records its arguments one a line (so that one holding a space shows as one) and the
+# keys in its environment, then stands in as above.
+ARGS_AND_KEY_STANDIN = STANDIN.replace("#!/bin/bash\n", """#!/bin/bash
+printf '%s\\n' "$@" > "$RECORD_DIR/$(basename "$0").args"
+echo "${TRITON_MODEL_CONTROL_KEY-unset}" > "$RECORD_DIR/$(basename "$0").control-key"
+echo "${TRITON_OPENAI_API_KEY-unset}" > "$RECORD_DIR/$(basename "$0").api-key"
+""")
+
+
+def start_recording_keys(image, *argv, **environ) -> tuple[Path, dict, subprocess.Popen]:
+    entry, records, env = image(*argv)
+    env.update(environ)
+    bindir = Path(env["PATH"].split(":")[0])
+    for name in ("tritonserver", "triton-openai", "watch"):
+        (bindir / name).write_text(ARGS_AND_KEY_STANDIN)
+    return records, env, subprocess.Popen([str(entry)], env=env, stderr=subprocess.PIPE,
+                                          text=True)
+
+
+def stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGTERM)
+    return proc.communicate(timeout=20)[1]
+
+
+def server_argv(records: Path) -> list[str]:
+    return wait_for(records / "tritonserver.args").splitlines()
+
+
+def test_the_model_control_key_is_made_at_start_and_handed_to_the_processes(image):
+    records, env, proc = start_recording_keys(image, "--endpoint=openai")
+    try:
+        args = server_argv(records)
+        key = wait_for(records / "watch.control-key").strip()
+        assert len(key) == 32 and int(key, 16) >= 0  # random, as the statistics key
+        assert [a for a in args if "model-control" in a] == [
+            f"--http-restricted-api=model-repository,shared-memory,trace,logging:"
+            f"triton-model-control-key={key}",
+            f"--grpc-restricted-protocol=model-repository,shared-memory,trace,logging:"
+            f"triton-model-control-key={key}"]
+        assert wait_for(records / "triton-openai.control-key").strip() == key
+        # Exec probes read it from a file only the container's user can read.
+        key_file = Path(env["TRITON_MODEL_CONTROL_KEY_FILE"])
+        assert key_file.read_text() == key
+        assert (key_file.stat().st_mode & 0o777, key_file.parent.stat().st_mode & 0o777) == (
+            0o600, 0o700)
+        assert [p.name for p in key_file.parent.iterdir()] == [key_file.name]
+    finally:
+        stop(proc)
+
+
+def test_a_model_control_key_that_is_set_is_kept(image):
+    records, env, proc = start_recording_keys(image, "--endpoint=grpc",
+                                              TRITON_MODEL_CONTROL_KEY="chosen-key")
+    try:
+        assert [a for a in server_argv(records) if "model-control" in a] == [
+            "--grpc-restricted-protocol=model-repository,shared-memory,trace,logging:"
+            "triton-model-control-key=chosen-key"]  # the image serves no HTTP
+        assert Path(env["TRITON_MODEL_CONTROL_KEY_FILE"]).read_text() == "chosen-key"
+    finally:
+        stop(proc)
+
+
+def test_a_key_file_that_cannot_be_written_is_said_and_the_servers_start(image, tmp_path):
+    (tmp_path / "not-a-folder").write_text("")
+    records, env, proc = start_recording_keys(
+        image, TRITON_MODEL_CONTROL_KEY_FILE=str(tmp_path / "not-a-folder" / "key"))
+    server_argv(records)
+    assert stop(proc).startswith(
+        f"entrypoint: cannot write the model-control key to {tmp_path}/not-a-folder/key: "
+        "commands run beside the server need TRITON_MODEL_CONTROL_KEY in their environment")
+
+
+@pytest.mark.parametrize("api_key, restricted", [
+    # Triton compares the whole header value, space included.
+    ("s3 cret", ["--http-restricted-api=inference:authorization=Bearer s3 cret",
+                 "--grpc-restricted-protocol=inference:authorization=Bearer s3 cret"]),
+    ("", []),
+    (None, []),
+])
+def test_the_api_key_restricts_kserve_inference_when_it_is_set(image, api_key, restricted):
+    environ = {} if api_key is None else {"TRITON_OPENAI_API_KEY": api_key}
+    records, env, proc = start_recording_keys(image, "--endpoint=openai", **environ)
+    try:
+        assert [a for a in server_argv(records) if "inference" in a] == restricted
+    finally:
+        stop(proc)
+
+
+def test_tritonserver_and_so_the_engine_get_no_key_in_their_environment(image):
+    """The engine's processes inherit tritonserver's environment, and torch's compile cache
+    writes that into files of its own; the frontend and the watch keep the keys."""
+    records, env, proc = start_recording_keys(image, "--endpoint=openai",
+                                              TRITON_OPENAI_API_KEY="api-key",
+                                              TRITON_MODEL_CONTROL_KEY="control-key")
+    try:
+        assert "--http-restricted-api=inference:authorization=Bearer api-key" in \
+            server_argv(records)
+        for name, keys in (("tritonserver", ("unset", "unset")),
+                           ("triton-openai", ("control-key", "api-key")),
+                           ("watch", ("control-key", "api-key"))):
+            assert (wait_for(records / f"{name}.control-key").strip(),
+                    wait_for(records / f"{name}.api-key").strip()) == keys, name
+    finally:
+        stop(proc)
+
+
+# --- the library that hides the keys from tritonserver's command line --------------------
+
+# Records its process id and the LD_PRELOAD it runs with, then stands in as above.
+PRELOAD_STANDIN = STANDIN.replace("#!/bin/bash\n", """#!/bin/bash
+echo $$ > "$RECORD_DIR/$(basename "$0").pid"
+echo "${LD_PRELOAD-unset}" > "$RECORD_DIR/$(basename "$0").preload"
+""")
+
+
+def test_tritonserver_shows_no_key_on_its_command_line_and_nothing_else_preloads(image):
+    entry, records, env = image("--endpoint=openai")
+    env["TRITON_MODEL_CONTROL_KEY"] = "chosen-key"
+    bindir = Path(env["PATH"].split(":")[0])
+    for name in ("tritonserver", "triton-openai", "watch"):
+        (bindir / name).write_text(PRELOAD_STANDIN)
+    proc = subprocess.Popen([str(entry)], env=env)
+    try:
+        pid = wait_for(records / "tritonserver.pid").strip()
+        assert "triton-model-control-key=chosen-key" in wait_for(records / "tritonserver")
+        shown = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+        assert "chosen-key" not in " ".join(shown)
+        assert ("--http-restricted-api=model-repository,shared-memory,trace,logging:"
+                "triton-model-control-key=**********") in shown
+        # tritonserver's library took itself out of LD_PRELOAD; the others never had it.
+        for name in ("tritonserver", "triton-openai", "watch"):
+            assert wait_for(records / f"{name}.preload").strip() == "unset", name
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=20)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..plan import BuildPlan
 from .base import Component, ContextItem, PipStep, Service, Stage, User
+from .hide_keys import HideKeys
 from .openai_frontend import OpenAIFrontend
 from .sample_model import SampleModel
 from .served_model import ServedModel
@@ -12,14 +13,14 @@ from .vllm_backend import VllmBackend
 from .vllm_engine import VllmEngine
 
 __all__ = ["compose", "Component", "ContextItem", "PipStep", "Stage", "User", "Service",
-           "CpuSystem", "GpuSystem", "TritonServer", "VllmEngine", "VllmBackend", "OpenAIFrontend",
-           "SampleModel", "ServedModel"]
+           "CpuSystem", "GpuSystem", "TritonServer", "HideKeys", "VllmEngine", "VllmBackend",
+           "OpenAIFrontend", "SampleModel", "ServedModel"]
 
 
 def compose(plan: BuildPlan) -> list[Component]:
     """The components of the plan's image, in the order their parts appear in it."""
     parts: list[Component] = [GpuSystem(plan) if plan.gpu else CpuSystem(plan),
-                              VllmEngine(plan), TritonServer(plan)]
+                              VllmEngine(plan), TritonServer(plan), HideKeys(plan)]
     if plan.has_endpoint("openai"):
         parts.append(OpenAIFrontend(plan))
     if plan.has_backend("vllm"):

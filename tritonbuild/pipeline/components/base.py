@@ -111,6 +111,10 @@ class Component:
     def server_args(self) -> list[str]:
         return []
 
+    # Shared libraries the entrypoint starts tritonserver with (LD_PRELOAD), paths in the image.
+    def server_preload(self) -> list[str]:
+        return []
+
     # Processes the entrypoint starts beside tritonserver.
     def services(self) -> list[Service]:
         return []

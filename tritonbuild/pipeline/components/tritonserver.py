@@ -4,12 +4,21 @@ from __future__ import annotations
 from ...ports import PORTS, vertex_ai_port
 from .base import Component, ContextItem, Stage
 
-__all__ = ["TritonServer", "REPOSITORY_DIR", "server_args"]
+__all__ = ["TritonServer", "REPOSITORY_DIR", "server_args", "api_key_args"]
 
 # The model repository the image serves unless $MODEL_REPOSITORY names another.
 REPOSITORY_DIR = "/opt/tritonserver/model_repository"
 
 _STATISTICS_KEY = "statistics:triton-statistics-key=${TRITON_STATISTICS_KEY}"
+# Loading a model runs its code (a Python model's, or one a `file:` override brings), and
+# shared memory, trace and logging change what the server reads and writes: these answer
+# only requests that carry the key the entrypoint makes at start ($TRITON_MODEL_CONTROL_KEY,
+# random unless set).  Over gRPC the header is `triton-grpc-protocol-triton-model-control-key`.
+_MODEL_CONTROL_KEY = ("model-repository,shared-memory,trace,logging:"
+                      "triton-model-control-key=${TRITON_MODEL_CONTROL_KEY}")
+# KServe inference (infer, generate, generate_stream; gRPC ModelInfer, ModelStreamInfer)
+# behind the OpenAI frontend's key; the entrypoint adds it when $TRITON_OPENAI_API_KEY is set.
+_API_KEY = "inference:authorization=Bearer ${TRITON_OPENAI_API_KEY}"
 
 
 class TritonServer(Component):
@@ -39,6 +48,9 @@ class TritonServer(Component):
     def server_args(self) -> list[str]:
         repository = f"--model-repository=${{MODEL_REPOSITORY:-{REPOSITORY_DIR}}}"
         return [repository, *server_args(self.plan)]
+
+    def api_key_args(self) -> list[str]:
+        return api_key_args(self.plan)
 
     def project_steps(self) -> list[str]:
         return ["common/project-entrypoint.j2"]
@@ -70,6 +82,23 @@ def _endpoint_args(endpoints: tuple[str, ...]) -> list[str]:
     return args
 
 
+def _restricted(endpoints: tuple[str, ...], restriction: str) -> list[str]:
+    """The flags that restrict APIs of the KServe endpoints the image serves."""
+    args = []
+    if "http" in endpoints:
+        args.append(f"--http-restricted-api={restriction}")
+    if "grpc" in endpoints:
+        args.append(f"--grpc-restricted-protocol={restriction}")
+    return args
+
+
+def api_key_args(plan) -> list[str]:
+    """tritonserver's flags that admit KServe inference requests only with the OpenAI
+    frontend's key (`authorization: Bearer $TRITON_OPENAI_API_KEY`): not in server_args,
+    since the entrypoint adds them only when that variable is set."""
+    return _restricted(plan.endpoints.value, _API_KEY)
+
+
 def server_args(plan) -> list[str]:
     """tritonserver's flags for the endpoints and features of the plan.
 
@@ -85,10 +114,8 @@ def server_args(plan) -> list[str]:
     if not plan.stats.value:
         # Without --enable-stats the statistics API answers only requests that carry the
         # key the entrypoint makes at start ($TRITON_STATISTICS_KEY, random unless set).
-        if "http" in endpoints:
-            args.append(f"--http-restricted-api={_STATISTICS_KEY}")
-        if "grpc" in endpoints:
-            args.append(f"--grpc-restricted-protocol={_STATISTICS_KEY}")
+        args += _restricted(endpoints, _STATISTICS_KEY)
+    args += _restricted(endpoints, _MODEL_CONTROL_KEY)
     # Without --enable-logging the server logs warnings and errors only.
     args.append(f"--log-info={_on(plan.logging.value)}")
     if plan.tracing.value:

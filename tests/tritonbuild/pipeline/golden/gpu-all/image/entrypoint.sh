@@ -6,7 +6,8 @@
 #   serve MODEL [FLAGS] [-- ARGS...]
 #                       the same, on a repository made for MODEL (a model folder) and
 #                       `vllm serve`'s flags, in $SERVE_DIR (default /tmp/triton-vllm-serve);
-#                       ARGS after `--` are added to tritonserver's flags
+#                       ARGS after `--` are added to tritonserver's flags.  --api-key K
+#                       reaches the frontend as TRITON_OPENAI_API_KEY, not as a flag
 #   serve --models FILE the same, for the models a YAML file lists
 #   versions [--json]   report every pinned version, checked against what is installed
 #   COMMAND ARGS...     run COMMAND instead (e.g. `tritonserver --model-repository=/models`)
@@ -15,14 +16,26 @@
 # FRONTEND_ARGS_FILE, flags for the OpenAI frontend (NUL-separated, as serve writes them).
 set -euo pipefail
 
-if [ "${1:-}" = "versions" ]; then
+# serve: the repository is made (and every flag checked, by vLLM's own parser) before
+# anything starts; a bad flag or model path ends here with the parser's message.  Then
+# this script runs again in this process (exec), with TRITON_VLLM_SERVED naming what
+# serve made and only tritonserver's flags as arguments: serve's, which may hold an
+# --api-key, are then gone from the container's process list (`ps`, /proc/1/cmdline).
+if [ -n "${TRITON_VLLM_SERVED:-}" ]; then
+    serve_dir=$TRITON_VLLM_SERVED
+    unset TRITON_VLLM_SERVED
+    export MODEL_REPOSITORY="$serve_dir/model_repository"
+    FRONTEND_ARGS_FILE="$serve_dir/frontend.args"
+    # serve's --api-key, from the file that only this user can read, reaches the
+    # frontend in its environment, never on its command line.
+    if [ -f "$serve_dir/api-key" ]; then
+        TRITON_OPENAI_API_KEY=$(<"$serve_dir/api-key")
+        export TRITON_OPENAI_API_KEY
+    fi
+elif [ "${1:-}" = "versions" ]; then
     shift
     exec /opt/venv/bin/python /opt/triton-vllm/report_versions.py "$@"
-fi
-
-# serve: the repository is made (and every flag checked, by vLLM's own parser) before
-# anything starts; a bad flag or model path ends here with the parser's message.
-if [ "${1:-}" = "serve" ]; then
+elif [ "${1:-}" = "serve" ]; then
     shift
     serve_args=()
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do
@@ -32,10 +45,14 @@ if [ "${1:-}" = "serve" ]; then
     [ $# -gt 0 ] && shift  # the `--`: what follows is tritonserver's
     serve_dir="${SERVE_DIR:-/tmp/triton-vllm-serve}"
     mkdir -p "$serve_dir"
+    serve_status=0
     PYTHONPATH="/opt/tritonserver/backends/vllm${PYTHONPATH:+:$PYTHONPATH}" \
-        python3 -m triton_vllm_backend.serve "$serve_dir" "${serve_args[@]}"
-    export MODEL_REPOSITORY="$serve_dir/model_repository"
-    FRONTEND_ARGS_FILE="$serve_dir/frontend.args"
+        python3 -m triton_vllm_backend.serve "$serve_dir" "${serve_args[@]}" || serve_status=$?
+    # 10 (serve's EXIT_HELP_ONLY): `serve --help` printed the flags, and the repository
+    # there is an earlier run's, so nothing starts.
+    [ "$serve_status" -eq 10 ] && exit 0
+    [ "$serve_status" -eq 0 ] || exit "$serve_status"
+    TRITON_VLLM_SERVED="$serve_dir" exec "$0" "$@"
 fi
 
 # Every client connection is a file descriptor of the server's.  Many runtimes start a
@@ -60,6 +77,20 @@ if [ -n "${FRONTEND_ARGS_FILE:-}" ]; then
     mapfile -d '' -t frontend_args < "$FRONTEND_ARGS_FILE"
 fi
 
+# Triton's model-repository API (loading a model runs its code), shared memory, trace and
+# logging answer only requests that carry this key (`triton-model-control-key: KEY`).
+# Random unless set; the processes started here get it in their environment, exec probes
+# (the model watch's --once) from a file that only this user can read.
+TRITON_MODEL_CONTROL_KEY="${TRITON_MODEL_CONTROL_KEY:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}"
+export TRITON_MODEL_CONTROL_KEY
+key_file="${TRITON_MODEL_CONTROL_KEY_FILE:-/tmp/triton-vllm/model-control-key}"
+if ! { mkdir -p -m 0700 "$(dirname "$key_file")" && key_tmp=$(mktemp "$key_file.XXXXXX") &&
+       printf '%s' "$TRITON_MODEL_CONTROL_KEY" > "$key_tmp" && mv -f "$key_tmp" "$key_file"
+     } 2>/dev/null
+then
+    echo "entrypoint: cannot write the model-control key to $key_file: commands run" \
+         "beside the server need TRITON_MODEL_CONTROL_KEY in their environment" >&2
+fi
 server_args=(
     "--model-repository=${MODEL_REPOSITORY:-/opt/tritonserver/model_repository}"
     "--backend-directory=/opt/tritonserver/backends"
@@ -75,11 +106,21 @@ server_args=(
     "--metrics-port=8002"
     "--allow-gpu-metrics=true"
     "--allow-cpu-metrics=true"
+    "--http-restricted-api=model-repository,shared-memory,trace,logging:triton-model-control-key=${TRITON_MODEL_CONTROL_KEY}"
+    "--grpc-restricted-protocol=model-repository,shared-memory,trace,logging:triton-model-control-key=${TRITON_MODEL_CONTROL_KEY}"
     "--log-info=true"
     "--trace-config=level=TIMESTAMPS"
     "--trace-config=rate=1000"
     "--trace-config=triton,file=/tmp/triton-trace.json"
 )
+# With the OpenAI frontend's key set, Triton's KServe inference endpoints ask for it too
+# (`authorization: Bearer KEY`): one key covers every port a user exposes.
+if [ -n "${TRITON_OPENAI_API_KEY:-}" ]; then
+    server_args+=(
+        "--http-restricted-api=inference:authorization=Bearer ${TRITON_OPENAI_API_KEY}"
+        "--grpc-restricted-protocol=inference:authorization=Bearer ${TRITON_OPENAI_API_KEY}"
+    )
+fi
 
 # Seconds that requests in flight get to finish when the container is stopped; give
 # `docker stop -t` / terminationGracePeriodSeconds about 10 more.
@@ -89,7 +130,17 @@ export TRITON_OPENAI_SHUTDOWN_TIMEOUT="$SHUTDOWN_GRACE_SECONDS"
 stopping=0
 trap 'stopping=1' TERM INT
 
-tritonserver "${server_args[@]}" --exit-timeout-secs="$SHUTDOWN_GRACE_SECONDS" "$@" &
+(
+    # tritonserver has its keys in its flags; the engine's processes inherit its
+    # environment, and torch's compile cache writes that environment into its files: the
+    # keys stay with the processes that use them.
+    unset TRITON_OPENAI_API_KEY TRITON_MODEL_CONTROL_KEY TRITON_STATISTICS_KEY
+    # tritonserver takes the restricted APIs' keys only as flags, which anyone on the node
+    # can read (ps, /proc): the preloaded library hides them there, then leaves LD_PRELOAD
+    # as it was.
+    export LD_PRELOAD="/opt/triton-vllm/lib/hide_restricted_api_keys.so${LD_PRELOAD:+ $LD_PRELOAD}"
+    exec tritonserver "${server_args[@]}" --exit-timeout-secs="$SHUTDOWN_GRACE_SECONDS" "$@"
+) &
 triton_pid=$!
 services=()
 watches=()
