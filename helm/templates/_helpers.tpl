@@ -155,6 +155,30 @@ name (health/serving.py in the frontend): Triton up, each of its loaded models R
 {{- end }}
 {{- end }}
 
+{{/* The Secret holding the key of Triton's model-repository API: the user's, or the one
+model-control-secret.yaml creates. */}}
+{{- define "triton-vllm.modelControlSecret" -}}
+{{- default (printf "%s-model-control-key" (include "triton-vllm.fullname" .)) .Values.server.modelControlKey.existingSecret }}
+{{- end }}
+
+{{/* The key of Triton's model-repository API, for the processes that call it (the image's
+frontend and model watch) and for tritonserver's restriction of it. */}}
+{{- define "triton-vllm.modelControlKeyEnv" -}}
+- name: TRITON_MODEL_CONTROL_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "triton-vllm.modelControlSecret" . }}
+      key: {{ .Values.server.modelControlKey.secretKey }}
+{{- end }}
+
+{{/* The release's own pods: Triton's, the frontend's, the helm tests', a multi-node group's. */}}
+{{- define "triton-vllm.releasePods" -}}
+podSelector:
+  matchLabels:
+    app.kubernetes.io/name: {{ include "triton-vllm.name" . }}
+    app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
 {{/* Seconds the image lets requests in flight finish on SIGTERM: the pod's grace period
 less 10 s for both processes to exit, so the kubelet never kills a drain midway. */}}
 {{- define "triton-vllm.drainSeconds" -}}

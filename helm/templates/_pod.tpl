@@ -141,6 +141,9 @@ containers:
         value: "0"
       {{- end }}
       {{- with include "triton-vllm.apiKeyEnv" $root }}{{ . | trim | nindent 6 }}{{ end }}
+      {{- if ne $role "worker" }}
+      {{- include "triton-vllm.modelControlKeyEnv" $root | nindent 6 }}
+      {{- end }}
       {{- with $v.server.env }}
       {{- toYaml . | nindent 6 }}
       {{- end }}

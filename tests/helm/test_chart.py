@@ -87,7 +87,8 @@ def test_every_manifest_is_valid_kubernetes(values_file):
 def _stable(manifests: list[dict]) -> list[dict]:
     """Random parts (a generated API key) masked, so that a render is reproducible."""
     for m in manifests:
-        if m["kind"] == "Secret" and m["metadata"]["name"].endswith("-api-key"):
+        if m["kind"] == "Secret" and m["metadata"]["name"].endswith(("-api-key",
+                                                                   "-model-control-key")):
             m["data"] = {k: "<random>" for k in m["data"]}
     return manifests
 
@@ -113,7 +114,7 @@ def test_only_the_image_needs_setting():
     spec = pod_spec(manifests)
     assert container(spec)["image"] == "r.example/tv:t1"
     assert [m["kind"] for m in manifests if not chart.hooks([m])] == [
-        "Deployment", "Service", "Service", "ServiceAccount"]
+        "Deployment", "Secret", "Service", "Service", "ServiceAccount"]
 
 
 # -------------------------------------------------------------- rejected values
@@ -278,7 +279,7 @@ def test_api_key_reaches_the_frontend_by_reference():
     from triton_openai.cli import API_KEY_ENV
 
     manifests = rendered("frontend-only")
-    secret = chart.find(manifests, "Secret")
+    secret = chart.find(manifests, "Secret", "llm-triton-vllm-api-key")
     key = base64.b64decode(secret["data"]["api-key"]).decode()
     assert len(key) == 40
     frontend = chart.find(manifests, "Deployment", "llm-triton-vllm-frontend")
@@ -286,6 +287,55 @@ def test_api_key_reaches_the_frontend_by_reference():
         env = {e["name"]: e for e in spec["containers"][0]["env"]}
         assert env[API_KEY_ENV]["valueFrom"]["secretKeyRef"] == {
             "name": secret["metadata"]["name"], "key": "api-key"}
+
+
+def env_of(c: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in c.get("env", [])}
+
+
+def model_control_keys(manifests: list[dict]) -> dict[str, dict | None]:
+    """Container (workload/container) -> its TRITON_MODEL_CONTROL_KEY's Secret reference."""
+    found = {}
+    for m in manifests:
+        spec = m.get("spec", {})
+        templates = ([spec["template"]] if "template" in spec else
+                     list(spec.get("leaderWorkerTemplate", {}).values()))
+        for t in (t for t in templates if isinstance(t, dict) and "spec" in t):
+            for c in t["spec"]["containers"]:
+                var = env_of(c).get("TRITON_MODEL_CONTROL_KEY")
+                found[f"{m['kind']}/{c['name']}"] = (
+                    var["valueFrom"]["secretKeyRef"] if var else None)
+    return found
+
+
+GENERATED = {"name": "llm-triton-vllm-model-control-key", "key": "model-control-key"}
+
+
+@pytest.mark.parametrize("fixture, expected", [
+    ("default", {"Deployment/triton": GENERATED}),
+    ("frontend-only", {"Deployment/triton": GENERATED, "Deployment/frontend": GENERATED}),
+    ("pvc-cache", {"StatefulSet/triton": GENERATED}),
+    # Ray's workers run no tritonserver and call no Triton API.
+    ("multi-node", {"LeaderWorkerSet/triton": GENERATED, "LeaderWorkerSet/ray-worker": None}),
+])
+def test_the_model_control_key_reaches_every_triton_and_frontend_pod(fixture, expected):
+    manifests = rendered(fixture)
+    assert model_control_keys(manifests) == expected
+    secret = chart.find(manifests, "Secret", GENERATED["name"])
+    key = base64.b64decode(secret["data"]["model-control-key"]).decode()
+    assert len(key) == 40 and key.isalnum()
+    # Made once, then kept across upgrades: helm.sh/resource-policy is not needed.
+    assert "annotations" not in secret["metadata"]
+
+
+def test_a_model_control_key_of_your_own_comes_from_your_secret():
+    manifests = rendered("frontend-only", server={"modelControlKey": {
+        "existingSecret": "triton-admin", "secretKey": "key"}})
+    mine = {"name": "triton-admin", "key": "key"}
+    assert model_control_keys(manifests) == {"Deployment/triton": mine,
+                                             "Deployment/frontend": mine}
+    assert [m["metadata"]["name"] for m in manifests if m["kind"] == "Secret"] == [
+        "llm-triton-vllm-api-key"]
 
 
 def test_frontend_only_pods_serve_the_openai_service():
@@ -391,6 +441,59 @@ def test_monitors_select_the_metrics_port():
     # Only Triton's Service, not the OpenAI one (it would scrape the same pods twice).
     openai = chart.find(manifests, "Service", "llm-triton-vllm")
     assert not selector.items() <= openai["metadata"]["labels"].items()
+
+
+# ---------------------------------------------------------------- network policy
+RELEASE_PODS = {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "triton-vllm",
+                                                "app.kubernetes.io/instance": "llm"}}}
+GATEWAY = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "gateway"}}}
+MONITORING = {"namespaceSelector": {"matchLabels": {
+    "kubernetes.io/metadata.name": "monitoring"}}}
+ADMIN = {"podSelector": {"matchLabels": {"role": "model-admin"}}}
+OPENAI_PORT = [{"port": "openai"}]
+KSERVE_PORTS = [{"port": "http"}, {"port": "grpc"}]
+METRICS_PORT = [{"port": "metrics"}]
+# Ray's ports, all of them, from the pods of the release's multi-node groups.
+RAY = {"from": [{"podSelector": {
+    "matchLabels": RELEASE_PODS["podSelector"]["matchLabels"],
+    "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In",
+                          "values": ["server", "worker"]}]}}]}
+
+NETWORK_POLICIES = [
+    # Nothing listed: the OpenAI and metrics ports open to all, KServe to the release only.
+    ("default", {}, [
+        {"ports": OPENAI_PORT},
+        {"ports": KSERVE_PORTS, "from": [RELEASE_PODS]},
+        {"ports": METRICS_PORT}]),
+    ("pvc-cache", {}, [
+        {"ports": OPENAI_PORT, "from": [GATEWAY, RELEASE_PODS]},
+        {"ports": KSERVE_PORTS, "from": [RELEASE_PODS]},
+        {"ports": METRICS_PORT, "from": [MONITORING]}]),
+    # The gateway's peers reach the OpenAI port only, unless kserveFrom names them too.
+    ("pvc-cache", {"kserveFrom": [ADMIN]}, [
+        {"ports": OPENAI_PORT, "from": [GATEWAY, RELEASE_PODS]},
+        {"ports": KSERVE_PORTS, "from": [RELEASE_PODS, ADMIN]},
+        {"ports": METRICS_PORT, "from": [MONITORING]}]),
+    ("multi-node", {}, [
+        {"ports": OPENAI_PORT},
+        {"ports": KSERVE_PORTS, "from": [RELEASE_PODS]},
+        {"ports": METRICS_PORT},
+        RAY]),
+]
+
+
+@pytest.mark.parametrize("fixture, values, ingress", NETWORK_POLICIES,
+                         ids=[f"{f}-{sorted(v)}" for f, v, _ in NETWORK_POLICIES])
+def test_network_policy_opens_each_port_to_its_own_peers(fixture, values, ingress):
+    manifests = rendered(fixture, networkPolicy={"enabled": True, **values})
+    policy = chart.find(manifests, "NetworkPolicy")
+    assert policy["spec"]["podSelector"] == RELEASE_PODS["podSelector"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == ingress
+
+
+def test_network_policy_is_off_unless_enabled():
+    assert [m for m in rendered("default") if m["kind"] == "NetworkPolicy"] == []
 
 
 # ------------------------------------------------------------------ multi-node
