@@ -44,7 +44,13 @@ class ValidationError(TritonBuildError):
 
     def __init__(self, flag: str, value: object, allowed: str) -> None:
         self.flag, self.value, self.allowed = flag, value, allowed
-        super().__init__(f"{flag}={value}: {allowed}")
+        super().__init__(f"{flag}={_one_line(value)}: {allowed}")
+
+
+def _one_line(value: object) -> str:
+    """The value as typed, its control characters escaped: the message stays one line."""
+    text = str(value)
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 class UnknownValueError(ValidationError):

@@ -42,13 +42,13 @@ IMAGE_KEYS = ("base", "gpu-base", "inference")
 # for a private index.  An unknown id would be silently unused, so it is an error.
 SECRET_IDS = ("pip_cert", "netrc")
 
-_YYMM = re.compile(r"^(\d{2})\.(0[1-9]|1[0-2])$")
-_RELEASE_TAG = re.compile(r"^r(\d{2}\.\d{2})$")
-_VERSION = re.compile(r"^\d+(\.\d+)*([a-z0-9.+-]*)$")
-_TAG_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_YYMM = re.compile(r"^(\d{2})\.(0[1-9]|1[0-2])\Z")
+_RELEASE_TAG = re.compile(r"^r(\d{2}\.\d{2})\Z")
+_VERSION = re.compile(r"^\d+(\.\d+)*([a-z0-9.+-]*)\Z")
+_TAG_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 _IMAGE_REF = re.compile(r"^[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
-                        r"(@sha256:[a-f0-9]{64})?$")
-_URL = re.compile(r"^https?://\S+$")
+                        r"(@sha256:[a-f0-9]{64})?\Z")
+_URL = re.compile(r"^https?://\S+\Z")
 
 
 @dataclass
@@ -410,8 +410,32 @@ def resolve_serve_model(r: Resolution) -> Resolved:
             from None
     if "--" in split or "--models" in split:
         raise ValidationError("--serve-model-args", args, "vllm serve's flags for the one model")
+    if any(_is_api_key_flag(arg) for arg in split):
+        raise ValidationError(
+            "--serve-model-args", _api_key_hidden(split),
+            "--api-key would be baked into the image (a layer, and `docker history`): give "
+            "the key when the container starts, in TRITON_OPENAI_API_KEY (docker run -e) or "
+            "the chart's Secret (openai.apiKey)")
     return {"serve_model": Sourced(path.resolve(), "flag"),
             "serve_model_args": Sourced(split, "flag" if args is not None else "default")}
+
+
+def _is_api_key_flag(arg: str) -> bool:
+    """--api-key, --api-key=KEY, or --api_key (vLLM's parser reads `_` as `-`)."""
+    return arg.split("=", 1)[0].replace("_", "-") == "--api-key"
+
+
+def _api_key_hidden(split: tuple[str, ...]) -> str:
+    """The flags as given, with the key's value left out: a refusal must not print it."""
+    shown = []
+    for i, arg in enumerate(split):
+        if _is_api_key_flag(arg):
+            shown.append(f"{arg.split('=', 1)[0]}=***" if "=" in arg else arg)
+        elif i and split[i - 1] in ("--api-key", "--api_key"):
+            shown.append("***")
+        else:
+            shown.append(shlex.quote(arg))
+    return " ".join(shown)
 
 
 def resolve_pins(r: Resolution) -> Resolved:

@@ -36,7 +36,7 @@ from .tags import ImageTags
 __all__ = ["Target", "parse_target", "Registry", "DockerSkopeo", "publish", "PublishError",
            "CredentialsError", "Published"]
 
-_REPO = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+_REPO = re.compile(r"^[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*\Z")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _DENIED = re.compile(r"unauthorized|authentication required|no basic auth credentials|"
                      r"denied|401", re.IGNORECASE)

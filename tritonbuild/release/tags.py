@@ -23,9 +23,9 @@ from dataclasses import dataclass
 __all__ = ["KINDS", "ImageTags", "compute_tags", "TagError"]
 
 KINDS = ("release", "nightly", "local")
-_YYMM = re.compile(r"^\d{2}\.(0[1-9]|1[0-2])$")
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
-_DATE = re.compile(r"^\d{8}$")
+_YYMM = re.compile(r"^\d{2}\.(0[1-9]|1[0-2])\Z")
+_SHA = re.compile(r"^[0-9a-f]{7,40}\Z")
+_DATE = re.compile(r"^\d{8}\Z")
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 SHORT_SHA = 12
 

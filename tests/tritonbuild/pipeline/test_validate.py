@@ -95,8 +95,9 @@ CHANGES = [
     (["--no-cache"], "no_cache", True, "flag"),
     (["--vllm-version=0.31.1"], "vllm_version", "0.31.1", "flag"),
     ([f"--serve-model={MY_LLM}"], "serve_model", MY_LLM, "flag"),
-    ([f"--serve-model={MY_LLM}", "--serve-model-args=--max-model-len 64 --api-key 'a b'"],
-     "serve_model_args", ("--max-model-len", "64", "--api-key", "a b"), "flag"),
+    ([f"--serve-model={MY_LLM}",
+      "--serve-model-args=--max-model-len 64 --served-model-name 'a b'"],
+     "serve_model_args", ("--max-model-len", "64", "--served-model-name", "a b"), "flag"),
 ]
 
 
@@ -179,6 +180,13 @@ REJECTED = [
      ["--serve-model-args", "must split as a shell would"]),
     ([f"--serve-model={MY_LLM}", "--serve-model-args=--models m.yaml"], ValidationError,
      ["--serve-model-args", "vllm serve's flags for the one model"]),
+    *[([f"--serve-model={MY_LLM}", f"--serve-model-args={args}"], ValidationError,
+       [f"--serve-model-args={shown}: --api-key would be baked into the image (a layer, and "
+        f"`docker history`): give the key when the container starts, in "
+        f"TRITON_OPENAI_API_KEY (docker run -e) or the chart's Secret (openai.apiKey)"])
+      for args, shown in [("--max-model-len 64 --api-key s3cret", "--max-model-len 64 --api-key ***"),
+                          ("--api-key=s3cret", "--api-key=***"),
+                          ("--api_key 's3 cret'", "--api_key ***")]],
     (["--backend=tensorflow"], UnknownValueError, ["--backend", "tensorflow", "vllm, python"]),
     (["--backend=vllm:"], MalformedValueError, ["--backend", "NAME[:TAG]"]),
     (["--backend=python:r23.01"], UnsupportedError, ["--backend", "r24.10"]),
@@ -214,6 +222,9 @@ REJECTED = [
     (["--build-secret", "token", "abc"], UnknownValueError, ["--build-secret", "token", "pip_cert"]),
     (["--build-secret", "netrc", "/no/such/file"], ValidationError, ["--build-secret", "file"]),
     (["--tag=Bad Tag"], MalformedValueError, ["--tag"]),
+    # A line break at the end: `$` would have let it through, and it would end a Dockerfile line.
+    (["--tag=me/triton:dev\n"], MalformedValueError, ["--tag"]),
+    (["--vllm-version=0.32.0\n"], MalformedValueError, ["--vllm-version"]),
     (["--pip-index-url=ftp://x"], MalformedValueError, ["--pip-index-url", "http"]),
     (["--pip-extra-index-url=nope"], MalformedValueError, ["--pip-extra-index-url"]),
     (["--wheelhouse=/no/such/dir"], ValidationError, ["--wheelhouse", "/no/such/dir"]),
@@ -231,6 +242,7 @@ def test_rejected(plan_for, argv, error, words):
     assert "\n" not in message
     for word in words:
         assert word in message
+    assert "s3cret" not in message and "s3 cret" not in message  # a key is never echoed
     assert e.value.exit_code == 2
 
 
