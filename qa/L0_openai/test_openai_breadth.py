@@ -58,19 +58,26 @@ def parsers(stack, tmp_path_factory):
 
 # --- request ids ------------------------------------------------------------------------
 
-def test_request_id_is_echoed_and_names_the_request_in_every_log(stack, oai):
+def test_request_id_is_echoed_and_leads_to_the_request_in_every_log(stack, oai):
+    """The client's id is echoed and logged beside the request's internal id, which the
+    Triton request and vLLM's log carry (and the answer's id): a client's id is never
+    the engine's, so two requests that share one stay apart."""
     rid = f"trace-{uuid.uuid4().hex[:8]}"
     raw = oai.chat.completions.with_raw_response.create(
         model=MODEL, messages=MESSAGES, max_tokens=2, extra_headers={"X-Request-Id": rid})
     assert raw.headers["x-request-id"] == rid
-    assert raw.parse().id == f"chatcmpl-{rid}"
+    internal = raw.parse().id.removeprefix("chatcmpl-")
+    assert len(internal) == 32 and rid not in internal
     if hasattr(stack.triton, "logs"):
         # vLLM (enable_log_requests) logs the backend's id for it: the Triton id, then a suffix.
-        assert f"Added request {rid}-" in _wait_for(lambda: stack.triton.logs, rid)
+        logs = _wait_for(lambda: stack.triton.logs, internal)
+        assert f"Added request {internal}-" in logs
     if stack.frontend is not None:
-        assert rid in _wait_for(lambda: stack.frontend.log, rid)
+        log = _wait_for(lambda: stack.frontend.log, rid)
+        assert f" {rid} {internal}" in log  # the access line names both
     made = oai.completions.with_raw_response.create(model=MODEL, prompt="x", max_tokens=1)
     assert len(made.headers["x-request-id"]) == 32
+    assert made.parse().id == f"cmpl-{made.headers['x-request-id']}"
 
 
 # --- defaults and limits ----------------------------------------------------------------

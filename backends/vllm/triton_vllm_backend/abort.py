@@ -8,6 +8,11 @@ also sends this request, which aborts every running request with that id in vLLM
 whatever lies between.  An abort that finds no request with that id running is
 remembered for a while, and the next request with that id is then answered as soon as
 it arrives, without generating.
+
+The id is the one the Triton client chose, not an end user's: the OpenAI frontend makes
+a unique one per HTTP request (never the caller's X-Request-Id, which clients and
+proxies reuse), so an abort, remembered or not, reaches that HTTP request's own
+Triton requests and no one else's.  Other clients must keep their ids unique too.
 """
 
 from __future__ import annotations

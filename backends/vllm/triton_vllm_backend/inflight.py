@@ -2,8 +2,9 @@
 
 Pure bookkeeping for model.py (no Triton, no vLLM); every method runs on the engine's
 event loop, so nothing here needs a lock.  A request is known by this backend's id (the
-one vLLM knows it by) and by the Triton id its client chose, which abort requests name
-(see abort.py) and which clients may reuse once a request with it has ended.
+one vLLM knows it by) and by the Triton id its client chose (the OpenAI frontend: a
+unique one per HTTP request), which abort requests name (see abort.py) and which a
+client may reuse once a request with it has ended.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Routes, errors and middlewares of the app, against a fake Triton."""
 
+import pytest
+from openai_fakes import FakeTriton
 
 from triton_openai import FrontendConfig
 from triton_openai.errors import OpenAIError
@@ -163,3 +165,76 @@ def test_the_api_schema_shows_the_request_bodies_and_the_error_shape(client):
     # What the schema documents is what errors.py sends.
     assert set(schema["components"]["schemas"]["ErrorInfo"]["properties"]) == set(
         OpenAIError("x").body()["error"])
+
+
+@pytest.mark.parametrize("body", [
+    [b'{"model": "llm", "prompt": "', b"x" * 200, b'"}'],  # over the limit in its 2nd chunk
+    [b"x" * 101],  # over the limit in its 1st
+])
+def test_a_chunked_body_over_the_limit_is_413_too(make_client, triton, body):
+    """Without a Content-Length the body is counted as it comes: still a 413, not 400."""
+    c = make_client(FrontendConfig(triton_metrics_url=None, max_request_bytes=100))
+    r = c.post("/v1/completions", content=iter(body),
+               headers={"content-type": "application/json"})
+    assert "content-length" not in r.request.headers
+    err = _error_shape(r, 413)
+    assert err["code"] == "request_too_large" and triton.requests == []
+
+
+def test_a_chunked_body_under_the_limit_is_served(make_client, triton):
+    c = make_client(FrontendConfig(triton_metrics_url=None, max_request_bytes=100))
+    r = c.post("/v1/completions", content=iter([b'{"model": "llm", ', b'"prompt": "a"}']),
+               headers={"content-type": "application/json"})
+    assert "content-length" not in r.request.headers
+    assert r.status_code == 200, r.text
+    assert len(triton.requests) == 1
+
+
+def test_an_unexpected_failure_tells_its_kind_and_id_not_its_text(client, triton, caplog):
+    """The exception's text (a path here) stays in the server's log, under the id the
+    answer gives."""
+    triton.fail = FileNotFoundError(2, "No such file", "/srv/secret/model/tokenizer.json")
+    r = client.post("/v1/completions", headers={"X-Request-Id": "boom-1"},
+                    json={"model": "llm", "prompt": "a", "max_tokens": 1})
+    err = _error_shape(r, 500)
+    assert (err["type"], err["code"]) == ("server_error", "internal_error")
+    assert "/srv/secret" not in r.text and "FileNotFoundError" not in r.text
+    assert r.headers["x-request-id"] == "boom-1"
+    internal = err["message"].split("request ")[-1].rstrip(".")
+    logged = [rec for rec in caplog.records if rec.name == "triton_openai"
+              and internal in rec.getMessage() and "boom-1" in rec.getMessage()]
+    assert logged and "/srv/secret" in logged[0].exc_text
+
+
+class _FailsMidStream(FakeTriton):
+    async def stream_infer(self, model, inputs, outputs, request_id):
+        async for response in super().stream_infer(model, inputs, outputs, request_id):
+            yield response
+            raise RuntimeError("cannot open /srv/secret/x")
+
+
+def test_an_unexpected_failure_inside_a_stream_is_no_leak_either(make_client):
+    c = make_client(fake=_FailsMidStream())
+    r = c.post("/v1/chat/completions", json={
+        "model": "llm", "messages": [{"role": "user", "content": "a"}], "stream": True})
+    assert r.status_code == 200 and '"internal_error"' in r.text
+    assert "/srv/secret" not in r.text and "RuntimeError" not in r.text
+
+
+@pytest.mark.parametrize("inputs, status", [(["a"] * 3, 200), (["a"] * 4, 400),
+                                            ([[1, 2]] * 4, 400)])
+def test_embeddings_inputs_are_bounded(make_client, triton, inputs, status):
+    c = make_client(FrontendConfig(triton_metrics_url=None, max_batch_inputs=3))
+    r = c.post("/v1/embeddings", json={"model": "embed", "input": inputs})
+    assert r.status_code == status, r.text
+    if status == 400:
+        err = _error_shape(r, 400, param="input")
+        assert err["message"] == "input has 4 items; the server takes at most 3 per request."
+        assert triton.requests == []
+
+
+def test_the_key_is_checked_before_the_body_is_read(make_client):
+    c = make_client(FrontendConfig(triton_metrics_url=None, api_key="sekret",
+                                   max_request_bytes=100))
+    for content in (b"x" * 200, iter([b"x" * 200])):
+        _error_shape(c.post("/v1/completions", content=content), 401)

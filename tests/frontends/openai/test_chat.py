@@ -1,8 +1,9 @@
 """/v1/chat/completions: templating, tools, response formats, streaming."""
 
 import json
+import threading
 
-from openai_fakes import FakeTriton
+from openai_fakes import FakeTokenizer, FakeTokenizers, FakeTriton
 
 from qa.common.sse import json_until_done
 
@@ -112,3 +113,29 @@ def test_unknown_named_tool_is_400(client):
         "model": "llm", "messages": MSG, "tools": TOOLS,
         "tool_choice": {"type": "function", "function": {"name": "nope"}}})
     assert r.status_code == 400 and r.json()["error"]["param"] == "tool_choice"
+
+
+def test_a_big_conversation_is_tokenized_off_the_event_loop(make_client):
+    threads = []
+
+    class Recording(FakeTokenizer):
+        def encode(self, text, add_special_tokens=True):
+            threads.append(threading.get_ident())
+            return super().encode(text, add_special_tokens)
+
+    c = make_client()
+    c.app.state.completions.gen.tokenizers = FakeTokenizers(Recording())
+    loop_thread = []
+
+    @c.app.get("/loop-thread")
+    async def _where():  # the event loop's thread, as a route on it sees it
+        loop_thread.append(threading.get_ident())
+        return {}
+
+    c.get("/loop-thread")
+    for content, on_the_loop in (("a b", True), ("ab" * 5000, False)):
+        threads.clear()
+        r = c.post("/v1/chat/completions", json={
+            "model": "llm", "messages": [{"role": "user", "content": content}], "max_tokens": 1})
+        assert r.status_code == 200, r.text
+        assert (threads == loop_thread) is on_the_loop, (threads, loop_thread)

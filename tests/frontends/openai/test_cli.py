@@ -17,8 +17,10 @@ def test_entrypoint_flags(tmp_path, monkeypatch):
         "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
         "--generation-config", "vllm", "--compact-json",
         "--cors-origins", "http://a, http://b", "--max-request-bytes", "1000",
-        "--log-format", "json"])
+        "--log-format", "json", "--max-batch-inputs", "16",
+        "--max-background-responses", "3"])
     cfg = config_from_args(args)
+    assert (cfg.max_batch_inputs, cfg.max_background_responses) == (16, 3)
     assert cfg.triton_url == "localhost:8001" and cfg.port == 9000
     assert cfg.api_key == "k"
     assert cfg.served_model_names == {"vllm_model": ["tiny"], "other": ["a", "b", "c"]}
@@ -51,3 +53,42 @@ def test_public_api():
 def test_the_commands_defaults_are_the_configs(monkeypatch):
     monkeypatch.delenv("TRITON_OPENAI_API_KEY", raising=False)
     assert config_from_args(build_parser().parse_args([])) == FrontendConfig()
+
+
+@pytest.mark.parametrize("flag", ["--max-batch-inputs", "--max-background-responses"])
+@pytest.mark.parametrize("value", ["0", "-1", "many", "1.5"])
+def test_a_bound_is_a_whole_number_above_0(flag, value, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([flag, value])
+    assert f"argument {flag}: a whole number above 0, not '{value}'" in capsys.readouterr().err
+
+
+def test_json_logs_are_one_object_a_line_with_the_traceback():
+    import json
+    import logging
+
+    from triton_openai.cli import JsonFormatter
+
+    try:
+        raise RuntimeError("cannot open /srv/x")
+    except RuntimeError as err:
+        failed = logging.LogRecord("triton_openai", logging.ERROR, __file__, 1,
+                                   "request %s: unexpected", ("abc",), (RuntimeError, err,
+                                                                        err.__traceback__))
+    forged = logging.LogRecord("triton_openai", logging.WARNING, __file__, 1,
+                               '{"forged": true}\nnext', (), None)
+    lines = [JsonFormatter().format(r) for r in (failed, forged)]
+    assert all("\n" not in line for line in lines)
+    first, second = (json.loads(line) for line in lines)
+    assert first["message"] == "request abc: unexpected"
+    assert "RuntimeError: cannot open /srv/x" in first["exception"]
+    assert second == {"level": "warning", "logger": "triton_openai",
+                      "message": '{"forged": true}\nnext'}
+
+
+def test_the_keys_leave_the_environment_once_read():
+    from triton_openai.cli import forget_keys
+
+    environ = {"TRITON_OPENAI_API_KEY": "k", "TRITON_MODEL_CONTROL_KEY": "c", "PATH": "/bin"}
+    forget_keys(environ)
+    assert environ == {"PATH": "/bin"}

@@ -52,7 +52,8 @@ def test_a_dead_answer_refuses_the_model_within_2_s_without_asking_triton(make_c
     _wait_for(c, "/health/ready", 200, within=5)
     fake.health["llm"] = answer
     r, took = _wait_for(c, "/health/ready", 503, within=2)
-    assert r.json()["status"].startswith("model llm cannot serve: ") and took < 2
+    # Which model, not the engine's words: anyone can read readiness; the log has them.
+    assert r.json()["status"] == "model llm cannot serve" and took < 2
     for path, body in [("/v1/chat/completions", CHAT),
                        ("/v1/completions", {"model": "llm", "prompt": "a", "max_tokens": 2}),
                        ("/v1/chat/completions", dict(CHAT, stream=True))]:

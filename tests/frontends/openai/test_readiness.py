@@ -107,3 +107,24 @@ def test_readiness_can_require_models_by_name(make_client):
     assert r.status_code == 503
     assert r.json()["status"].startswith("not serving later, nowhere")
     assert c.get("/health/ready").status_code == 200
+
+
+def test_readiness_says_which_check_failed_but_not_triton_s_words(make_client, caplog):
+    from triton_openai.triton.client import TritonError
+
+    fake = FakeTriton()
+    c = make_client(fake=fake)
+    _wait_status(c, "/health/ready", 200)
+
+    async def unreachable():
+        raise TritonError("cannot reach Triton at triton.internal.svc:8000: [Errno 111] "
+                          "Connection refused", 503)
+
+    fake.list_models = unreachable
+    c.app.state.catalog._fetched = 0.0  # the next readiness check asks Triton again
+    for _ in range(3):
+        r = c.get("/health/ready")
+        assert r.status_code == 503 and r.json() == {"status": "cannot list Triton's models"}
+    logged = [rec.getMessage() for rec in caplog.records if "triton.internal.svc" in
+              rec.getMessage()]
+    assert len(logged) == 1  # once per reason, not once per probe

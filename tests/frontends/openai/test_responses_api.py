@@ -461,3 +461,66 @@ def test_reasoning_items_map_to_assistant_turns():
                           thought("b")])
     assert [(m.role, m.reasoning, bool(m.tool_calls)) for m in out] == [
         ("assistant", "a", True), ("tool", None, False), ("assistant", "b", False)]
+
+
+def _background(c, tokens=50):
+    return c.post("/v1/responses", json={"model": "llm", "input": "x", "background": True,
+                                         "max_output_tokens": tokens})
+
+
+def _wait_until(condition, within=5.0):
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_background_responses_are_bounded_with_a_429(make_client):
+    fake = FakeTriton(delay=0.05)
+    c = make_client(FrontendConfig(triton_metrics_url=None, max_background_responses=2),
+                    fake=fake)
+    running = [_background(c).json()["id"] for _ in range(2)]
+    refused = _background(c)
+    assert refused.status_code == 429 and refused.headers["retry-after"]
+    err = refused.json()["error"]
+    assert (err["type"], err["param"], err["code"]) == (
+        "rate_limit_error", "background", "too_many_background_responses")
+    assert len(fake.requests) == 2
+    # Neither foreground answers nor streams count; an ended background frees its place.
+    assert c.post("/v1/responses", json={"model": "llm", "input": "x",
+                                         "max_output_tokens": 1}).status_code == 200
+    c.post(f"/v1/responses/{running[0]}/cancel")
+    assert _background(c).status_code == 200
+
+
+def test_the_shutdown_drain_waits_for_background_responses(make_client):
+    c = make_client(fake=FakeTriton(delay=0.02))
+    rid = _background(c, tokens=20).json()["id"]
+    drain, store = c.app.state.drain, c.app.state.responses.store
+    assert drain.in_flight == 1
+    assert c.portal.call(drain.drain, 10.0) is True
+    assert store.get(rid).response["status"] == "incomplete"  # ran to max_output_tokens
+    assert drain.in_flight == 0
+
+
+def test_the_shutdown_cuts_background_responses_after_its_grace_period(make_client):
+    fake = FakeTriton(delay=0.05)
+    c = make_client(fake=fake)
+    rid = _background(c, tokens=50).json()["id"]
+    drain, store = c.app.state.drain, c.app.state.responses.store
+    assert c.portal.call(drain.drain, 0.2, 2.0) is False
+    assert store.get(rid).response["status"] == "cancelled" and fake.cancelled == 1
+    assert [cut for cut in drain.cut_requests if f"background {rid}" in cut]
+
+
+def test_a_background_response_the_store_forgets_is_cancelled(make_client):
+    fake = FakeTriton(delay=0.05)
+    c = make_client(FrontendConfig(triton_metrics_url=None, responses_store_size=1),
+                    fake=fake)
+    first = _background(c).json()["id"]
+    _wait_until(lambda: len(fake.requests) == 1)
+    second = _background(c, tokens=2).json()["id"]  # pushes the first out of the store
+    assert c.get(f"/v1/responses/{first}").status_code == 404
+    _wait_until(lambda: fake.cancelled == 1)
+    _wait_until(lambda: c.get(f"/v1/responses/{second}").json()["status"] == "incomplete")
+    assert not c.app.state.responses.background

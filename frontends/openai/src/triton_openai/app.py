@@ -37,7 +37,7 @@ from .shutdown import Drain, DrainMiddleware
 from .tokenization import router as tokenization_router
 from .tokenization.serving import TokenizationServing
 from .tokenizers import TokenizerCache
-from .triton import TritonClient, create_client
+from .triton import TritonClient, TritonError, create_client
 
 
 def _stop_for(app: FastAPI):
@@ -51,10 +51,22 @@ def _stop_for(app: FastAPI):
     return stop
 
 
+async def _stop_if_triton_fails_to_start(wait_started) -> None:
+    """A Triton in this process that could not start (a model failed to load) stops the
+    frontend, as tritonserver exits then; `main()` exits EXIT_TRITON_FAILED.  The signal
+    is sent from here, where the server that runs the app has its handler in place: the
+    frontend may be a container's first process (PID 1), and the kernel drops a signal
+    that PID 1 has no handler for."""
+    try:
+        await wait_started()
+    except TritonError:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def build_app(config: FrontendConfig, client: TritonClient | None = None) -> FastAPI:
     """A ready-to-serve app; `client` replaces the Triton connection (tests pass fakes)."""
     if client is None:
-        client = create_client(config.triton_url, config.in_process)
+        client = create_client(config.triton_url, config.in_process, config.api_key)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -67,6 +79,9 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
         background = [asyncio.ensure_future(app.state.health.prepare())]
         if app.state.model_watch is not None:  # each model's health, until the shutdown
             background.append(asyncio.ensure_future(app.state.model_watch.run()))
+        started = getattr(app.state.triton, "wait_started", None)
+        if started is not None:  # Triton in this process, whose start may fail
+            background.append(asyncio.ensure_future(_stop_if_triton_fails_to_start(started)))
         yield
         for task in background:
             task.cancel()
@@ -79,22 +94,23 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
                   docs_url=None, redoc_url=None)
     registry = CollectorRegistry()
     catalog = ModelCatalog(client, config.served_model_names)
+    drain = Drain()
     generation = GenerationService(client, catalog, TokenizerCache(config.tokenizer),
                                    SamplingDefaults(config.generation_config),
                                    config.compact_json)
-    drain = Drain()
 
     app.state.config = config
     app.state.triton = client
     app.state.catalog = catalog
     app.state.models = ModelsServing(catalog)
-    app.state.completions = CompletionsServing(generation)
+    app.state.completions = CompletionsServing(generation, config.max_batch_inputs)
     app.state.chat = ChatServing(generation, config.chat_template, config.tool_call_parser,
                                  config.reasoning_parser)
     app.state.responses = ResponsesServing(generation, config.chat_template,
                                            config.tool_call_parser, config.responses_store_size,
-                                           config.reasoning_parser)
-    app.state.embeddings = EmbeddingsServing(client, catalog)
+                                           config.reasoning_parser,
+                                           config.max_background_responses, drain)
+    app.state.embeddings = EmbeddingsServing(client, catalog, config.max_batch_inputs)
     app.state.tokenization = TokenizationServing(generation, config.chat_template)
     app.state.drain = drain
     # A client written to the TritonClient protocol before it had model_health (a user's
@@ -112,10 +128,11 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
         surface.attach_router(app)
     errors.install_handlers(app)
 
-    # add_middleware wraps: the last added runs first.
+    # add_middleware wraps: the last added runs first.  The key is checked before a
+    # chunked body is read (BodyLimitMiddleware reads one whole).
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_request_bytes)
     if config.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=config.api_key)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_request_bytes)
     if config.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=config.cors_origins,
                            allow_methods=["GET", "POST", "OPTIONS"],

@@ -4,6 +4,7 @@ and decoder."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from .catalog import ServedModel
@@ -11,10 +12,23 @@ from .chat.protocol import ChatMessage
 from .chat.templating import messages_for_template, render
 from .chat.tools import ToolUse
 from .decoding import Decoder
-from .generation import GenerationService
+from .generation import INLINE_TOKENIZING, GenerationService
 from .prompts import Prompt
 from .reasoning import get_parser as get_reasoning_parser
 from .tool_parsers import get_parser as get_tool_parser
+
+
+def _text_size(messages: list[dict]) -> int:
+    """Characters of the messages' text: what tokenizing them costs."""
+    size = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            size += len(content)
+        elif isinstance(content, list):
+            size += sum(len(part.get("text") or "") for part in content
+                        if isinstance(part, dict))
+    return size
 
 
 class ChatGeneration:
@@ -41,9 +55,12 @@ class ChatGeneration:
         tool_dicts = None
         if tools.mode != "none":
             tool_dicts = [t.model_dump(exclude_none=True) for t in tool_defs]
-        text, ids = render(tok, messages_for_template(messages), template or self.chat_template,
-                           tool_dicts, add_generation_prompt, continue_final_message,
-                           template_kwargs)
+        rendering = (tok, messages_for_template(messages), template or self.chat_template,
+                     tool_dicts, add_generation_prompt, continue_final_message, template_kwargs)
+        if tok is None or _text_size(rendering[1]) <= INLINE_TOKENIZING:
+            text, ids = render(*rendering)
+        else:  # a big conversation: rendered and tokenized off the event loop
+            text, ids = await asyncio.to_thread(render, *rendering)
         return Prompt(text, ids)
 
     def decoder(self, tools: ToolUse, json_answer: bool) -> Decoder:

@@ -13,6 +13,7 @@ from .config import FrontendConfig
 from .reasoning import parser_names as reasoning_parser_names
 from .tool_parsers import parser_names as tool_parser_names
 from .triton import capi
+from .triton.credentials import MODEL_CONTROL_KEY_ENV
 
 API_KEY_ENV = "TRITON_OPENAI_API_KEY"
 SHUTDOWN_TIMEOUT_ENV = "TRITON_OPENAI_SHUTDOWN_TIMEOUT"
@@ -44,6 +45,16 @@ def seconds_or_off(value: str) -> float:
     if not seconds >= 0:
         raise argparse.ArgumentTypeError(f"a number of seconds (0 for off), not {value!r}")
     return seconds
+
+
+def positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"a whole number above 0, not {value!r}")
+    return number
 
 
 def parse_served_names(values: list[str]) -> dict[str, list[str]]:
@@ -100,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated allowed origins for CORS ('*' for any); none by default")
     p.add_argument("--max-request-bytes", type=int, default=d.max_request_bytes,
                    help="largest request body accepted; larger gets 413 (default: %(default)s)")
+    p.add_argument("--max-batch-inputs", type=positive_int, default=d.max_batch_inputs,
+                   metavar="N",
+                   help="most prompts x n in one /v1/completions request and inputs in one "
+                        "/v1/embeddings request; more gets 400 (default: %(default)s)")
     p.add_argument("--log-format", choices=["text", "json"], default=d.log_format,
                    help="access log lines as text or one JSON object each")
     p.add_argument("--log-level", default="info", help="log level (default: %(default)s)")
@@ -123,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="responses kept in memory for GET /v1/responses/{id} and "
                         "previous_response_id, least recently used dropped first; 0 keeps none "
                         "(default: %(default)s)")
+    p.add_argument("--max-background-responses", type=positive_int,
+                   default=d.max_background_responses, metavar="N",
+                   help="`background: true` responses running at once; more get 429 until "
+                        "one ends (default: %(default)s)")
     return p
 
 
@@ -197,26 +216,35 @@ def config_from_args(args: argparse.Namespace) -> FrontendConfig:
         served_model_names=parse_served_names(args.served_model_name),
         chat_template=template, tokenizer=args.tokenizer,
         cors_origins=[o.strip() for o in args.cors_origins.split(",") if o.strip()],
-        max_request_bytes=args.max_request_bytes, log_format=args.log_format,
+        max_request_bytes=args.max_request_bytes, max_batch_inputs=args.max_batch_inputs,
+        log_format=args.log_format,
         tool_call_parser=args.tool_call_parser, reasoning_parser=args.reasoning_parser,
         generation_config=args.generation_config, compact_json=args.compact_json,
         shutdown_timeout=args.shutdown_timeout,
         keep_alive_timeout=args.timeout_keep_alive,
         model_health_interval=args.model_health_interval,
-        responses_store_size=args.responses_store_size)
+        responses_store_size=args.responses_store_size,
+        max_background_responses=args.max_background_responses)
 
 
-class _JsonFormatter(logging.Formatter):
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: the access log's own (already one object, its client
+    text escaped), the others' wrapped, with the traceback of a failure that has one
+    (an unexpected error's details are only in the log)."""
+
     def format(self, record):
         msg = record.getMessage()
-        if msg.startswith("{"):
+        if record.name == "triton_openai.access" and msg.startswith("{"):
             return msg
-        return json.dumps({"level": record.levelname.lower(), "logger": record.name, "message": msg})
+        line = {"level": record.levelname.lower(), "logger": record.name, "message": msg}
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line)
 
 
 def _setup_logging(fmt: str, level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonFormatter() if fmt == "json"
+    handler.setFormatter(JsonFormatter() if fmt == "json"
                          else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -236,6 +264,15 @@ def _with_library_folder(library: str) -> None:
         return
     os.environ["LD_LIBRARY_PATH"] = os.pathsep.join([*paths, folder])
     os.execv(sys.executable, sys.orig_argv)
+
+
+def forget_keys(environ=os.environ) -> None:
+    """Take the keys out of this process's environment once they are read (the app holds
+    them): the processes it starts (Triton's model stubs and vLLM's engine, with Triton in
+    process) never need them, and torch's compile cache writes its processes' environment
+    into files of its own."""
+    for name in (API_KEY_ENV, MODEL_CONTROL_KEY_ENV):
+        environ.pop(name, None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -258,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         app = build_app(config)
     except (ClientSelectionError, ValueError) as err:
         parser.error(str(err))
+    forget_keys()
     from .shutdown import DrainingServer
 
     uv_config = uvicorn.Config(app, host=config.host, port=config.port, access_log=False,

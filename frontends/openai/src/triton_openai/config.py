@@ -23,6 +23,10 @@ class FrontendConfig:
     tokenizer: str | None = None  # path or name that overrides the model's own
     cors_origins: list[str] = field(default_factory=list)
     max_request_bytes: int = 10 * 1024 * 1024
+    # Most prompts x n of one /v1/completions request, and inputs of one /v1/embeddings
+    # request: each is a Triton request of its own.  2048 is OpenAI's own limit on an
+    # embeddings input array.
+    max_batch_inputs: int = 2048
     log_format: str = "text"  # "text" or "json" access logs
     tool_call_parser: str = "llama3_json"
     reasoning_parser: str | None = None
@@ -32,6 +36,8 @@ class FrontendConfig:
     compact_json: bool = False
     # How many responses /v1/responses keeps for GET and previous_response_id (LRU).
     responses_store_size: int = 1000
+    # How many `background: true` responses may run at once; more are refused (429).
+    max_background_responses: int = 64
     # Seconds that in-flight streams get to finish on shutdown.
     shutdown_timeout: float = 30.0
     # Seconds an idle keep-alive connection stays open.  Longer than the idle expiry of

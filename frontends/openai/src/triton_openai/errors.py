@@ -6,21 +6,32 @@
     ├── ModelNotFoundError           (404, invalid_request_error, code model_not_found)
     ├── NotFoundError                (404, invalid_request_error; e.g. a stored response)
     ├── RequestTooLargeError         (413, invalid_request_error)
+    ├── TooManyRequestsError         (429, rate_limit_error; try again later)
     └── ServiceUnavailableError      (503, service_unavailable)
     ClientGone                       (499, nobody reads it: the client closed the connection)
 
 Every response the frontend sends for a failure goes through `error_response`,
-including FastAPI's own validation errors and unknown routes.
+including FastAPI's own validation errors and unknown routes; any other exception
+becomes `internal_error`'s 500 in the access middleware, where the request's ids are
+still known (Starlette would hand it to a handler outside every middleware).
 """
 
 from __future__ import annotations
+
+import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from . import request_ids
 from .triton.client import TritonError
+
+log = logging.getLogger("triton_openai")
+
+# The `code` of a 500 from a failure of the frontend itself (internal_error).
+INTERNAL_ERROR = "internal_error"
 
 
 class OpenAIError(Exception):
@@ -68,13 +79,20 @@ class RequestTooLargeError(OpenAIError):
     code = "request_too_large"
 
 
+class TooManyRequestsError(OpenAIError):
+    """The request is fine, the server is at a limit of its own: 429 with Retry-After,
+    which OpenAI's clients retry with backoff by themselves (a 400 they would not)."""
+    status = 429
+    type = "rate_limit_error"
+
+
 class ServiceUnavailableError(OpenAIError):
     status = 503
     type = "service_unavailable"
 
 
 # Seconds a client is asked to wait before it tries a 503 again (the server may be
-# restarting, or draining while another replica takes over).
+# restarting, or draining while another replica takes over), or a 429.
 RETRY_AFTER_S = 5
 
 
@@ -90,18 +108,31 @@ def from_triton(err: TritonError) -> OpenAIError:
     return OpenAIError(err.message)
 
 
+def internal_error(err: BaseException) -> OpenAIError:
+    """A failure of the frontend's own code, as a 500 that tells the client what kind of
+    failure it was and where to look, never what the exception says: its text can hold
+    paths, settings or another request's data.  The details go to the server's log,
+    under the request's ids."""
+    log.error("request %s (client id %s): unexpected %s", request_ids.current(),
+              request_ids.given() or "-", type(err).__name__,
+              exc_info=(type(err), err, err.__traceback__))
+    return OpenAIError(f"The server had an error while processing the request; its log "
+                       f"names it as request {request_ids.current()}.", code=INTERNAL_ERROR)
+
+
 def as_openai_error(err: Exception) -> OpenAIError:
-    """Any failure in OpenAI's terms: Triton's errors by their status, others as 500."""
+    """Any failure in OpenAI's terms: Triton's errors by their status, others as a 500
+    that says nothing of their own (internal_error)."""
     if isinstance(err, OpenAIError):
         return err
     if isinstance(err, TritonError):
         return from_triton(err)
-    return OpenAIError(str(err))
+    return internal_error(err)
 
 
 def error_response(err: OpenAIError) -> JSONResponse:
     headers = ({"WWW-Authenticate": "Bearer"} if err.status == 401
-               else {"Retry-After": str(RETRY_AFTER_S)} if err.status == 503 else None)
+               else {"Retry-After": str(RETRY_AFTER_S)} if err.status in (429, 503) else None)
     return JSONResponse(err.body(), status_code=err.status, headers=headers)
 
 
@@ -144,7 +175,3 @@ def install_handlers(app: FastAPI) -> None:
     async def _client_gone(_: Request, exc: ClientGone):
         # Nobody reads this; 499 (nginx's "client closed request") marks it in access logs.
         return JSONResponse({}, status_code=499)
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception):
-        return error_response(OpenAIError(f"internal error: {type(exc).__name__}: {exc}"))

@@ -20,6 +20,12 @@ from .triton.client import TritonClient
 from .triton.vllm_contract import LORA_NAME, STRUCTURED_OUTPUTS
 from .triton.vllm_io import GenerationChunk, GenerationRequest
 
+# Prompts up to this many characters (or token ids) in all are tokenized on the event
+# loop: well under a millisecond, less than a hop to a thread and back costs.  Bigger
+# ones are tokenized in a thread, in one trip for the request, so that a big body does
+# not hold up every other request (and health probes) for seconds.
+INLINE_TOKENIZING = 4096
+
 
 class GenerationService:
     def __init__(self, client: TritonClient, catalog: ModelCatalog, tokenizers: TokenizerCache,
@@ -70,8 +76,9 @@ class GenerationService:
                   ) -> AsyncIterator[tuple[int, GenerationChunk]]:
         """Generate for every prompt at once; yield (prompt index, chunk) as they come.
 
-        Every Triton request carries the HTTP request's id: an abort naming it stops them
-        all, and the backend's log lines name it."""
+        Every Triton request carries the HTTP request's internal id (request_ids.py),
+        never the client's: an abort naming it stops them all and nothing else, and the
+        backend's log lines name it."""
         rid = request_ids.current()
         reqs = []
         for p, sampling in zip(prompts, samplings, strict=True):

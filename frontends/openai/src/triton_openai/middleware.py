@@ -1,6 +1,6 @@
 """Pure ASGI middlewares (cheaper per request than Starlette's BaseHTTPMiddleware).
 
-Order, outermost first: access log + metrics, body size limit, API key.
+Order, outermost first: access log + metrics, API key, body size limit.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from . import request_ids
-from .errors import AuthenticationError, BadRequestError, RequestTooLargeError
+from .errors import AuthenticationError, BadRequestError, RequestTooLargeError, internal_error
+from .log_text import printable
 
 access_log = logging.getLogger("triton_openai.access")
 
@@ -50,7 +51,14 @@ class ApiKeyMiddleware:
 
 
 class BodyLimitMiddleware:
-    """413 for bodies over the limit, by Content-Length or, when chunked, while reading."""
+    """413 for bodies over the limit, by Content-Length or, without one (chunked), by
+    reading the body first.
+
+    A chunked body is read whole here, up to the limit, before the app sees any of it:
+    an error raised from inside the app's reading would reach FastAPI's body parsing,
+    which turns every failure there into a 400.  The app then gets the body in one
+    message; what it receives after that (a disconnect) comes from the connection.
+    """
 
     def __init__(self, app, max_bytes: int):
         self.app = app
@@ -62,33 +70,41 @@ class BodyLimitMiddleware:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            return await _send_error(send, self._error())
-        seen = 0
-
-        async def limited_receive():
-            nonlocal seen
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
+        if length is not None:
+            # h11 has checked that it is a number, and reads no more than it says.
+            if length.isdigit() and int(length) > self.max_bytes:
+                return await _send_error(send, self._error())
+            return await self.app(scope, receive, send)
+        if headers.get(b"transfer-encoding") is None:
+            return await self.app(scope, receive, send)  # no body at all
+        body = bytearray()
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge()
-            return message
+            if message["type"] != "http.request":
+                return None  # the client left while sending: nobody to answer
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                return await _send_error(send, self._error())
+            if not message.get("more_body", False):
+                break
+        replayed = False
 
-        try:
-            return await self.app(scope, limited_receive, send)
-        except _TooLarge:
-            return await _send_error(send, self._error())
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
 
-
-class _TooLarge(Exception):
-    pass
+        return await self.app(scope, replay, send)
 
 
 class AccessMiddleware:
     """One access-log line and the request metrics per request, when the response ends;
-    the request's id (`X-Request-Id`, taken or made) on the response and in the line."""
+    the request's ids (request_ids.py) made and set for the request, the client's
+    `X-Request-Id` (or, without one, the internal id) on the response."""
 
     def __init__(self, app, registry: CollectorRegistry, log_format: str = "text"):
         self.app = app
@@ -118,14 +134,16 @@ class AccessMiddleware:
         start = time.perf_counter()
         status = 500
         first = None
-        given = dict(scope["headers"]).get(request_ids.HEADER.encode())
-        rid = given.decode("latin-1") if given is not None else request_ids.new_id()
-        valid = request_ids.is_valid(rid)
+        internal = request_ids.new_id()
+        sent = dict(scope["headers"]).get(request_ids.HEADER.encode())
+        given = sent.decode("latin-1") if sent is not None else None
+        valid = given is None or request_ids.is_valid(given)
         if not valid:
-            rid = request_ids.new_id()
-        header = (request_ids.HEADER.encode(), rid.encode("latin-1"))
+            given = None  # never echoed nor logged: it cannot go into a header or a line
+        # The client's id back to it; a request without one learns the internal id.
+        header = (request_ids.HEADER.encode(), (given or internal).encode("latin-1"))
 
-        ended = gone = streaming = False
+        started = ended = gone = streaming = False
 
         async def receive_wrapper():
             nonlocal gone
@@ -135,8 +153,9 @@ class AccessMiddleware:
             return message
 
         async def send_wrapper(message):
-            nonlocal status, first, ended, streaming
+            nonlocal status, first, started, ended, streaming
             if message["type"] == "http.response.start":
+                started = True
                 status = message["status"]
                 message["headers"] = [*message.get("headers", []), header]
                 streaming = any(k.lower() == b"content-type" and v.startswith(b"text/event-stream")
@@ -150,7 +169,7 @@ class AccessMiddleware:
                     ended = True
             await send(message)
 
-        token = request_ids.set_current(rid)
+        token = request_ids.set_current(internal, given)
         self.in_flight.inc()
         try:
             if not valid:
@@ -158,7 +177,12 @@ class AccessMiddleware:
                     f"X-Request-Id must be 1 to {request_ids.MAX_LENGTH} printable ASCII "
                     "characters without spaces", param="X-Request-Id"))
             else:
-                await self.app(scope, receive_wrapper, send_wrapper)
+                try:
+                    await self.app(scope, receive_wrapper, send_wrapper)
+                except Exception as exc:
+                    if started:
+                        raise  # part of an answer went out: the server ends the connection
+                    await _send_error(send_wrapper, internal_error(exc))
         finally:
             request_ids.reset_current(token)
             self.in_flight.dec()
@@ -175,12 +199,20 @@ class AccessMiddleware:
             self.latency.labels(label).observe(end - start)
             if first is not None:
                 self.ttfb.labels(label).observe(first - start)
-            client = scope.get("client") or ("-", 0)
-            if self.json:
-                access_log.info(json.dumps({
-                    "client": f"{client[0]}:{client[1]}", "method": scope["method"],
-                    "path": scope["path"], "status": status, "request_id": rid,
-                    "duration_ms": round((end - start) * 1000, 2)}))
-            else:
-                access_log.info('%s:%s "%s %s" %s %.1fms %s', client[0], client[1],
-                                scope["method"], scope["path"], status, (end - start) * 1000, rid)
+            self._log(scope, status, end - start, given, internal)
+
+    def _log(self, scope, status: int, seconds: float, given: str | None,
+             internal: str) -> None:
+        """The line names the client's id (`-` when it sent none) and the internal one,
+        which the Triton requests and the engine's log carry; text from the client is
+        escaped in both formats, so that it cannot end the line."""
+        client = scope.get("client") or ("-", 0)
+        method, path = printable(scope["method"]), printable(scope["path"])
+        if self.json:
+            access_log.info(json.dumps({
+                "client": f"{client[0]}:{client[1]}", "method": method, "path": path,
+                "status": status, "request_id": given, "internal_request_id": internal,
+                "duration_ms": round(seconds * 1000, 2)}))
+        else:
+            access_log.info('%s:%s "%s %s" %s %.1fms %s %s', client[0], client[1], method,
+                            path, status, seconds * 1000, given or "-", internal)

@@ -7,12 +7,35 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import BadRequestError
+from .log_text import printable
+from .text_check import lone_surrogate_at
 
 
 class OpenAIBaseModel(BaseModel):
     # Unknown fields are accepted and ignored, as OpenAI's API does for forward
     # compatibility with newer clients.
     model_config = ConfigDict(extra="allow")
+
+
+def valid_unicode(data: Any) -> Any:
+    """A request's parsed JSON, refused with a 400 if any text in it is not Unicode
+    (text_check.py); for the `mode="before"` validator of each request model."""
+    where = lone_surrogate_at(data)
+    if where is not None:
+        where = printable(where)  # a key can be where the surrogate is
+        raise BadRequestError(
+            f"{where or 'the request body'} holds a lone UTF-16 surrogate (an unpaired "
+            "\\ud800-\\udfff escape), which is not text", param=where or None)
+    return data
+
+
+class RequestBody(OpenAIBaseModel):
+    """The body of a request (a model nested in one is checked with it)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        return valid_unicode(data)
 
 
 class StreamOptions(OpenAIBaseModel):
@@ -29,7 +52,7 @@ class StreamOptions(OpenAIBaseModel):
 
 class ErrorInfo(BaseModel):
     message: str = Field(description="What went wrong, for a person to read.")
-    type: str = Field(description="invalid_request_error, server_error or service_unavailable.")
+    type: str = Field(description="invalid_request_error, rate_limit_error, server_error or service_unavailable.")
     param: str | None = Field(default=None, description="The request parameter at fault.")
     code: str | None = Field(default=None, description="e.g. model_not_found, context_length_exceeded.")
 
@@ -50,7 +73,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
                                 (503, "Triton cannot be reached."))}
 
 
-class SamplingFields(OpenAIBaseModel):
+class SamplingFields(RequestBody):
     """Sampling parameters common to completions and chat completions."""
 
     # --- OpenAI fields ---------------------------------------------------------

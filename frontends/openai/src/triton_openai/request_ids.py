@@ -1,10 +1,13 @@
-"""Request ids: one per HTTP request, from the client's `X-Request-Id` or made here.
+"""Request ids: the client's, to read, and one of our own, to act on.
 
-The same id is echoed on the response, written in the access log, and sent as the Triton
-request id of every Triton request the HTTP request makes (the vLLM backend names it in
-its log lines and in vLLM's request ids), so one grep follows a request through the
-frontend, Triton and the engine.  The id of an OpenAI answer (`chatcmpl-...`) is made
-from it as well.
+A client may send `X-Request-Id`; it is echoed on the response and written in the access
+log, and nothing else.  Clients reuse ids (a proxy's retry keeps its `x-request-id`), so
+an id shared by two requests must not make them one: each HTTP request also gets an
+internal id of its own (a new uuid4), the Triton request id of every Triton request it
+makes, the one an abort names (the vLLM backend's log lines and vLLM's request ids carry
+it) and the one OpenAI answer ids are made from (`chatcmpl-...`).  The access log line
+carries both, so one grep follows a request from the client's id to the engine's log.
+A request that sends no id is answered with its internal one.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import uuid
 
 HEADER = "x-request-id"
 MAX_LENGTH = 128
-# Printable ASCII without spaces: the id goes into log lines and Triton's protocols.
-_VALID = re.compile(rf"^[\x21-\x7e]{{1,{MAX_LENGTH}}}$")
+# Printable ASCII without spaces: the id goes into log lines and headers.
+_VALID = re.compile(rf"[\x21-\x7e]{{1,{MAX_LENGTH}}}")
 
-_current: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+# (internal id, the client's id or None) of the HTTP request being served.
+_current: contextvars.ContextVar[tuple[str, str | None] | None] = contextvars.ContextVar(
+    "request_id", default=None)
 
 
 def new_id() -> str:
@@ -26,12 +31,13 @@ def new_id() -> str:
 
 
 def is_valid(value: str) -> bool:
-    return bool(_VALID.match(value))
+    # fullmatch: `$` would also match before a final newline.
+    return _VALID.fullmatch(value) is not None
 
 
-def set_current(value: str) -> contextvars.Token:
-    """Make `value` the id of the HTTP request being served (the access middleware does)."""
-    return _current.set(value)
+def set_current(internal: str, given: str | None) -> contextvars.Token:
+    """Make these the ids of the HTTP request being served (the access middleware does)."""
+    return _current.set((internal, given))
 
 
 def reset_current(token: contextvars.Token) -> None:
@@ -39,14 +45,20 @@ def reset_current(token: contextvars.Token) -> None:
 
 
 def current() -> str:
-    """The id of the HTTP request being served; a new one outside a request."""
-    value = _current.get()
-    if value is None:
-        value = new_id()
-        _current.set(value)
-    return value
+    """The internal id of the HTTP request being served; a new one outside a request."""
+    ids = _current.get()
+    if ids is None:
+        ids = (new_id(), None)
+        _current.set(ids)
+    return ids[0]
+
+
+def given() -> str | None:
+    """The id the client sent with the HTTP request being served, if any."""
+    ids = _current.get()
+    return None if ids is None else ids[1]
 
 
 def request_id(prefix: str) -> str:
-    """The `id` of an OpenAI answer: its kind, then the request's id."""
+    """The `id` of an OpenAI answer: its kind, then the request's internal id."""
     return f"{prefix}-{current()}"

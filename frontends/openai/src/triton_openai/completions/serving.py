@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
 from fastapi.responses import Response
 
 from .. import sse
+from ..config import FrontendConfig
 from ..errors import BadRequestError
 from ..fanin import primed
-from ..generation import GenerationService
+from ..generation import INLINE_TOKENIZING, GenerationService
 from ..logprobs import completion_logprobs, merge_completion_logprobs
 from ..prompts import Prompt
 from ..request_ids import request_id
@@ -28,11 +30,32 @@ def _prompts(req: CompletionRequest) -> list[str | list[int]]:
     return list(p)
 
 
+def _tokenized(tok, raw: list[str | list[int]], echo: bool) -> list[Prompt]:
+    prompts: list[Prompt] = []
+    for p in raw:
+        if isinstance(p, str):
+            # Tokenized here so that the token budget and usage are exact.
+            prompts.append(Prompt(p, tok.encode(p) if tok is not None else None))
+        else:
+            text = tok.decode(p) if tok is not None and echo else None
+            prompts.append(Prompt(text, list(p)))
+    return prompts
+
+
 class CompletionsServing:
-    def __init__(self, generation: GenerationService):
+    def __init__(self, generation: GenerationService,
+                 max_batch_inputs: int = FrontendConfig.max_batch_inputs):
         self.gen = generation
+        self.max_batch_inputs = max_batch_inputs
 
     async def create(self, req: CompletionRequest) -> Response:
+        raw = _prompts(req)
+        # Before anything else: each prompt costs tokenizing and a Triton request.
+        if len(raw) * req.n > self.max_batch_inputs:
+            raise BadRequestError(
+                f"This request asks for {len(raw) * req.n} completions ({len(raw)} prompts "
+                f"x n={req.n}); the server takes at most {self.max_batch_inputs} per request.",
+                param="prompt")
         model = await self.gen.catalog.get(req.model, runner=GENERATE)
         if req.suffix:
             raise BadRequestError("suffix is not supported", param="suffix")
@@ -41,15 +64,10 @@ class CompletionsServing:
         if req.echo and req.logprobs is not None:
             raise BadRequestError("echo together with logprobs is not supported", param="echo")
         tok = await self.gen.tokenizer(model)
-
-        prompts: list[Prompt] = []
-        for p in _prompts(req):
-            if isinstance(p, str):
-                # Tokenized here so that the token budget and usage are exact.
-                prompts.append(Prompt(p, tok.encode(p) if tok is not None else None))
-            else:
-                text = tok.decode(p) if tok is not None and req.echo else None
-                prompts.append(Prompt(text, list(p)))
+        if tok is None or sum(map(len, raw)) <= INLINE_TOKENIZING:
+            prompts = _tokenized(tok, raw, req.echo)
+        else:  # a big batch: one trip to a thread, while the event loop serves the others
+            prompts = await asyncio.to_thread(_tokenized, tok, raw, req.echo)
 
         samplings = [self.gen.sampling(
             model, p, req.sampling_dict(), max_tokens=req.max_tokens, max_tokens_param="max_tokens",

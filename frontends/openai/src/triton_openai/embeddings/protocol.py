@@ -6,10 +6,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ..protocol_common import OpenAIBaseModel
+from ..protocol_common import RequestBody
 
 
-class EmbeddingRequest(OpenAIBaseModel):
+class EmbeddingRequest(RequestBody):
     # --- OpenAI fields ---------------------------------------------------------
     model: str = Field(description="An embedding model id from /v1/models.")
     input: str | list[str] | list[int] | list[list[int]] = Field(

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from .. import request_ids
 from ..catalog import ModelCatalog
+from ..config import FrontendConfig
 from ..errors import BadRequestError
 from ..responses import json_response
 from ..triton import vllm_io
@@ -28,13 +29,19 @@ def _inputs(req: EmbeddingRequest) -> list[str | list[int]]:
 
 
 class EmbeddingsServing:
-    def __init__(self, client: TritonClient, catalog: ModelCatalog):
+    def __init__(self, client: TritonClient, catalog: ModelCatalog,
+                 max_batch_inputs: int = FrontendConfig.max_batch_inputs):
         self.client = client
         self.catalog = catalog
+        self.max_batch_inputs = max_batch_inputs
 
     async def create(self, req: EmbeddingRequest) -> Response:
-        model = await self.catalog.get(req.model, runner=POOLING)
         items = _inputs(req)
+        if len(items) > self.max_batch_inputs:  # each input is a Triton request
+            raise BadRequestError(
+                f"input has {len(items)} items; the server takes at most "
+                f"{self.max_batch_inputs} per request.", param="input")
+        model = await self.catalog.get(req.model, runner=POOLING)
         if any(isinstance(i, str) and i == "" for i in items):
             raise BadRequestError("input must not contain empty strings", param="input")
         results = await asyncio.gather(*(

@@ -4,6 +4,7 @@ metrics page."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import urllib.request
 from collections.abc import Sequence
 
@@ -13,6 +14,8 @@ from ..catalog import ModelCatalog
 from ..shutdown import Drain
 from ..triton.client import TritonClient, TritonError
 from .warmup import Warmup
+
+log = logging.getLogger("triton_openai")
 
 
 class HealthServing:
@@ -25,6 +28,7 @@ class HealthServing:
         self.triton_metrics_url = triton_metrics_url
         self.warmup = warmup
         self.drain = drain
+        self._last_detail: str | None = None
 
     async def ready(self, required: Sequence[str] = ()) -> tuple[bool, str]:
         """Ready to serve, and serving each `required` model (a client name or Triton's).
@@ -40,23 +44,31 @@ class HealthServing:
         try:
             models = await self.catalog.list()
         except TritonError as err:
-            return False, err.message
+            self._note(f"Triton's model list: {err.message}")
+            return False, "cannot list Triton's models"
         if not models:
             return False, "no model is loaded"
         names = {n for m in models for n in (m.id, m.triton_name)}
         missing = [name for name in required if name not in names]
         if missing:
             return False, f"not serving {', '.join(missing)} (not READY in Triton, or not vLLM's)"
-        # Triton's readiness does not see a dead engine or stub: the model watch does.
+        # Triton's readiness does not see a dead engine or stub: the model watch does
+        # (and logs why; the answer, which anyone may read, only says which).
         dead = sorted({m.triton_name for m in models} & self.catalog.dead.keys())
         if dead:
-            return False, "; ".join(f"model {name} cannot serve: {self.catalog.dead[name]}"
-                                    for name in dead)
+            return False, "; ".join(f"model {name} cannot serve" for name in dead)
         if self.warmup is not None:
             waiting = self.warmup.pending(models)
             if waiting:
                 return False, f"loading the tokenizer of {', '.join(waiting)}"
+        self._last_detail = None
         return True, "ok"
+
+    def _note(self, detail: str) -> None:
+        """Log why readiness failed, once per reason rather than once per probe."""
+        if detail != self._last_detail:
+            self._last_detail = detail
+            log.warning("not ready: %s", detail)
 
     async def prepare(self, interval: float = 0.25) -> None:
         """Check readiness until it holds, so that warm-up starts before the first probe."""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..protocol_common import valid_unicode
 
 
 class _Strict(BaseModel):
@@ -90,6 +92,11 @@ class ResponsesRequest(_Strict):
     seed: int | None = Field(default=None, description="vLLM: seed for reproducible sampling.")
     structured_outputs: dict[str, Any] | None = Field(
         default=None, description="vLLM: json/regex/choice/grammar, as in chat completions.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        return valid_unicode(data)
 
     def rejections(self) -> list[tuple[str, str]]:
         """(param, why) for every field set to something this server does not do."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Request
 
 from ..disconnect import cancel_on_disconnect
-from ..protocol_common import ERROR_RESPONSES
+from ..protocol_common import ERROR_RESPONSES, ErrorResponse
 from .protocol import ResponsesRequest
 
 router = APIRouter()
@@ -15,7 +15,9 @@ def responses(request: Request):
     return request.app.state.responses
 
 
-@router.post("/v1/responses", responses=ERROR_RESPONSES)
+@router.post("/v1/responses", responses={**ERROR_RESPONSES, 429: {
+    "model": ErrorResponse, "description": "As many background responses as the server "
+    "runs at once are running (Retry-After says when to try again)."}})
 @cancel_on_disconnect
 async def create_response(body: ResponsesRequest, raw: Request):
     return await responses(raw).create(body)

@@ -14,11 +14,13 @@ from fastapi.responses import Response
 from .. import sse
 from ..chat.protocol import ChatMessage
 from ..chat_generation import ChatGeneration
-from ..errors import BadRequestError, as_openai_error
+from ..config import FrontendConfig
+from ..errors import BadRequestError, TooManyRequestsError, as_openai_error
 from ..fanin import primed
 from ..generation import GenerationService
 from ..request_ids import new_id
 from ..responses import json_response
+from ..shutdown import Drain
 from ..structured import from_response_format
 from ..triton.vllm_contract import GENERATE
 from .events import Event, ResponseBuilder
@@ -88,14 +90,21 @@ def _format_constraint(req: ResponsesRequest) -> dict | None:
 class ResponsesServing:
     def __init__(self, generation: GenerationService, chat_template: str | None = None,
                  tool_parser: str = "llama3_json", store_size: int = 1000,
-                 reasoning_parser: str | None = None):
+                 reasoning_parser: str | None = None,
+                 max_background: int = FrontendConfig.max_background_responses,
+                 drain: Drain | None = None):
         self.gen = generation
         self.chat = ChatGeneration(generation, chat_template, tool_parser, reasoning_parser)
         self.store = ResponseStore(store_size)
+        self.max_background = max_background
+        self.drain = drain
+        self.background: set[asyncio.Task] = set()  # background generations running
 
     async def create(self, req: ResponsesRequest) -> Response:
         for param, why in req.rejections():
             raise BadRequestError(why, param=param)
+        if req.background:
+            self._check_background_room()  # before the prompt's work, and again below
         model = await self.gen.catalog.get(req.model, runner=GENERATE)
         messages = self._history(req.previous_response_id) + input_messages(req.input)
         tool_req = ToolRequest.of(req.tools, req.tool_choice, req.parallel_tool_calls)
@@ -119,7 +128,11 @@ class ResponsesServing:
                               False)
         if req.stream and not req.background:
             stream = await primed(stream)  # Triton's refusal becomes the HTTP status
+        if req.background:
+            self._check_background_room()  # nothing awaited from here to the count
         run = ResponseRun(builder, stream, req.stream)
+        if req.background:
+            self._track_background(run.task, response["id"])
         if req.store:
             self.store.put(StoredResponse(response, messages, run.task))
         if req.stream:
@@ -130,6 +143,28 @@ class ResponsesServing:
         if run.error is not None:
             raise run.error
         return json_response(response)
+
+    def _check_background_room(self) -> None:
+        if len(self.background) >= self.max_background:
+            raise TooManyRequestsError(
+                f"{len(self.background)} background responses are running, as many as the "
+                f"server runs at once; try again when one has ended.", param="background",
+                code="too_many_background_responses")
+
+    def _track_background(self, task: asyncio.Task, response_id: str) -> None:
+        """Count a background generation until it ends; the shutdown's drain waits for it
+        as for a request in flight, and cancels it when the grace period is over."""
+        self.background.add(task)
+        record = (self.drain.enter("POST", f"/v1/responses (background {response_id})",
+                                   "-", task)
+                  if self.drain is not None else None)
+
+        def ended(_: asyncio.Task) -> None:
+            self.background.discard(task)
+            if record is not None:
+                self.drain.leave(record)
+
+        task.add_done_callback(ended)
 
     def retrieve(self, response_id: str) -> Response:
         return json_response(self.store.get(response_id).response)

@@ -32,7 +32,13 @@ class ResponseStore:
         self._entries[entry.response["id"]] = entry
         self._entries.move_to_end(entry.response["id"])
         while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)  # a running generation goes on; only its record goes
+            _, evicted = self._entries.popitem(last=False)
+            # A background response that nobody can GET or cancel any more is stopped (a
+            # stream of it ends then); a foreground one goes on for the request waiting
+            # for it, only its record goes.
+            if (evicted.response.get("background") and evicted.task is not None
+                    and not evicted.task.done()):
+                evicted.task.cancel()
 
     def get(self, response_id: str, param: str | None = None) -> StoredResponse:
         entry = self._entries.get(response_id)

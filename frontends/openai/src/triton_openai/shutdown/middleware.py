@@ -6,6 +6,7 @@ import asyncio
 import json
 
 from ..errors import RETRY_AFTER_S, ServiceUnavailableError
+from ..log_text import printable
 from ..sse import DONE
 from .drain import CUT_MESSAGE, SHUTDOWN_MESSAGE, Drain
 
@@ -60,7 +61,9 @@ class DrainMiddleware:
             return await _send_json_error(send, SHUTDOWN_MESSAGE)
         host, port = scope.get("client") or ("-", 0)
         task = asyncio.current_task()
-        record = self.drain.enter(scope["method"], scope["path"], f"{host}:{port}", task)
+        # The path goes into log lines (a cut request's): escaped as the access log's.
+        record = self.drain.enter(scope["method"], printable(scope["path"]), f"{host}:{port}",
+                                  task)
         started = ended = False
 
         async def tracking_send(message):

@@ -8,10 +8,10 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from ..chat.protocol import ChatMessage, ChatTool
-from ..protocol_common import OpenAIBaseModel
+from ..protocol_common import RequestBody
 
 
-class TokenizeRequest(OpenAIBaseModel):
+class TokenizeRequest(RequestBody):
     model: str | None = Field(default=None, description="Model id; optional when one is served.")
     prompt: str | None = Field(default=None, description="Text to tokenize (or messages).")
     messages: list[ChatMessage] | None = Field(
@@ -40,7 +40,7 @@ class TokenizeResponse(BaseModel):
     token_strs: list[str] | None = Field(default=None, description="Each token's string, when asked.")
 
 
-class DetokenizeRequest(OpenAIBaseModel):
+class DetokenizeRequest(RequestBody):
     model: str | None = Field(default=None, description="Model id; optional when one is served.")
     tokens: list[int] = Field(description="Token ids to turn into text.")
 
