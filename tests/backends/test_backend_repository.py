@@ -36,6 +36,7 @@ def test_a_pooling_model():
 @pytest.mark.parametrize("specs, message", [
     ([ModelSpec("a/b", {"model": "/m"})], "'a/b' is not a Triton model name"),
     ([ModelSpec("_a", {"model": "/m"})], "'_a' is not a Triton model name"),
+    ([ModelSpec("llm\n", {"model": "/m"})], "'llm\\n' is not a Triton model name"),
     ([ModelSpec("a", {})], "model a: the engine argument 'model' is required"),
     ([ModelSpec("a", {"model": "/m"}), ModelSpec("a", {"model": "/n"})],
      "two models are named 'a': give each its own --served-model-name"),

@@ -22,7 +22,8 @@ __all__ = ["ModelSpec", "RepositoryError", "model_files", "repository_files",
 CONFIG_PBTXT = "config.pbtxt"
 VERSION = "1"
 # Triton names a model by its folder; keep it to characters every filesystem and URL takes.
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# fullmatch: `$` would also match before a final line break, and "llm\n" is no folder name.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 class RepositoryError(ValueError):
@@ -106,7 +107,7 @@ def model_json(spec: ModelSpec) -> str:
 
 def model_files(spec: ModelSpec) -> dict[str, str]:
     """A model's files, relative to its folder in the repository."""
-    if not _NAME.match(spec.name):
+    if not _NAME.fullmatch(spec.name):
         raise RepositoryError(f"{spec.name!r} is not a Triton model name (letters, digits, "
                               f"'_', '.', '-'; not first '_', '.' or '-')")
     if not isinstance(spec.engine_args.get("model"), str):
