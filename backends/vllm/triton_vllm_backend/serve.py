@@ -63,8 +63,8 @@ EXIT_HELP_ONLY = 10
 # --host, --port) itself.
 FRONTEND_FLAGS = ("--chat-template", "--tool-call-parser", "--reasoning-parser", "--api-key",
                   "--generation-config", "--compact-json", "--cors-origins",
-                  "--max-request-bytes", "--timeout-keep-alive", "--responses-store-size",
-                  "--log-format")
+                  "--max-request-bytes", "--max-batch-inputs", "--max-background-responses",
+                  "--timeout-keep-alive", "--responses-store-size", "--log-format")
 # Files a model folder holds: Hugging Face's config, or Mistral's native params.
 _MODEL_FILES = ("config.json", "params.json")
 # `--task` is gone from newer vLLM (0.11 still has it); where the parser lacks it, the
