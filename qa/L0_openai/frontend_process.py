@@ -13,7 +13,7 @@ from pathlib import Path
 
 from qa.common import ServedProcess, ServerError, free_port
 from qa.common.docker import DOCKER
-from qa.common.tritonserver import container_args, host_backends
+from qa.common.tritonserver import MODEL_CONTROL_KEY, container_args, host_backends
 
 
 def frontend_command() -> list[str]:
@@ -31,8 +31,11 @@ class FrontendProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [*frontend_command(), "--triton-url", triton_url, "--host", "127.0.0.1",
                "--port", str(self.port), "--triton-metrics-url", metrics_url or "", *args]
+        # The key of the model-repository API (the catalog reads its index) of the
+        # suites' containers, which the image restricts; a Triton on this host ignores it.
+        known = {"TRITON_MODEL_CONTROL_KEY": MODEL_CONTROL_KEY}
         self._served = ServedProcess.host("triton-openai", cmd, ports={"http": self.port},
-                                          env={**os.environ, **(env or {})})
+                                          env={**os.environ, **known, **(env or {})})
         self.proc = self._served.proc
         try:
             self._served.wait_http("http", "/health/ready" if wait_ready else "/health/live",

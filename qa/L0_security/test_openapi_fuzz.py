@@ -24,7 +24,7 @@ from .conftest import MODEL
 pytestmark = pytest.mark.docker
 
 SEED = 40
-MAX_SECONDS = 120
+MAX_SECONDS = 60
 MAX_EXAMPLES = 12
 HOOKS = Path(__file__).with_name("fuzz_hooks.py")
 
