@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 from triton_openai.triton.client import (
     InferResponse,
@@ -40,6 +41,32 @@ class FakeTokenizer:
 
         return jinja2.Environment().from_string(chat_template or self.chat_template).render(
             messages=messages, tools=tools, add_generation_prompt=add_generation_prompt, **kw)
+
+
+class ThreadRecordingTokenizer(FakeTokenizer):
+    """Counts the tokenizer's calls and the threads they ran on."""
+
+    def __init__(self):
+        self.threads: list[int] = []
+        self.tokenized = 0
+
+    def encode(self, text, add_special_tokens=True):
+        self.threads.append(threading.get_ident())
+        self.tokenized += 1
+        return super().encode(text, add_special_tokens)
+
+
+def event_loop_thread(client) -> int:
+    """The thread of a TestClient's event loop, as a route served on it sees it."""
+    seen = []
+
+    @client.app.get("/loop-thread")
+    async def _where():
+        seen.append(threading.get_ident())
+        return {}
+
+    client.get("/loop-thread")
+    return seen[0]
 
 
 class FakeTokenizers:

@@ -1,9 +1,13 @@
 """/v1/chat/completions: templating, tools, response formats, streaming."""
 
 import json
-import threading
 
-from openai_fakes import FakeTokenizer, FakeTokenizers, FakeTriton
+from openai_fakes import (
+    FakeTokenizers,
+    FakeTriton,
+    ThreadRecordingTokenizer,
+    event_loop_thread,
+)
 
 from qa.common.sse import json_until_done
 
@@ -116,26 +120,13 @@ def test_unknown_named_tool_is_400(client):
 
 
 def test_a_big_conversation_is_tokenized_off_the_event_loop(make_client):
-    threads = []
-
-    class Recording(FakeTokenizer):
-        def encode(self, text, add_special_tokens=True):
-            threads.append(threading.get_ident())
-            return super().encode(text, add_special_tokens)
-
+    tok = ThreadRecordingTokenizer()
     c = make_client()
-    c.app.state.completions.gen.tokenizers = FakeTokenizers(Recording())
-    loop_thread = []
-
-    @c.app.get("/loop-thread")
-    async def _where():  # the event loop's thread, as a route on it sees it
-        loop_thread.append(threading.get_ident())
-        return {}
-
-    c.get("/loop-thread")
+    c.app.state.completions.gen.tokenizers = FakeTokenizers(tok)
+    loop_thread = [event_loop_thread(c)]
     for content, on_the_loop in (("a b", True), ("ab" * 5000, False)):
-        threads.clear()
+        tok.threads.clear()
         r = c.post("/v1/chat/completions", json={
             "model": "llm", "messages": [{"role": "user", "content": content}], "max_tokens": 1})
         assert r.status_code == 200, r.text
-        assert (threads == loop_thread) is on_the_loop, (threads, loop_thread)
+        assert (tok.threads == loop_thread) is on_the_loop, (tok.threads, loop_thread)

@@ -1,10 +1,9 @@
 """/v1/completions against a fake Triton following the vLLM backend's contract."""
 
 import json
-import threading
 
 import pytest
-from openai_fakes import FakeTokenizer, FakeTokenizers
+from openai_fakes import FakeTokenizers, ThreadRecordingTokenizer, event_loop_thread
 
 from qa.common.sse import json_until_done
 from triton_openai import FrontendConfig
@@ -143,19 +142,6 @@ def test_disconnect_cancels_non_streamed_request(triton):
     assert triton.cancelled == 1
 
 
-class _ThreadRecordingTokenizer(FakeTokenizer):
-    """Counts the tokenizer's calls and the threads they ran on."""
-
-    def __init__(self):
-        self.threads: list[int] = []
-        self.tokenized = 0
-
-    def encode(self, text, add_special_tokens=True):
-        self.threads.append(threading.get_ident())
-        self.tokenized += 1
-        return super().encode(text, add_special_tokens)
-
-
 @pytest.mark.parametrize("prompt, n, status", [
     (["a"] * 4, 1, 200),
     (["a"] * 2, 2, 200),
@@ -166,7 +152,7 @@ class _ThreadRecordingTokenizer(FakeTokenizer):
 def test_prompts_times_n_are_bounded_before_any_tokenizing(make_client, triton, prompt, n,
                                                           status):
     c = make_client(FrontendConfig(triton_metrics_url=None, max_batch_inputs=4))
-    tok = _ThreadRecordingTokenizer()
+    tok = ThreadRecordingTokenizer()
     c.app.state.completions.gen.tokenizers = FakeTokenizers(tok)
     r = c.post("/v1/completions", json={"model": "llm", "prompt": prompt, "n": n,
                                         "max_tokens": 1})
@@ -188,21 +174,14 @@ def test_the_default_bound_is_openais_2048(client, triton):
 
 def test_a_big_batch_is_tokenized_in_one_thread_off_the_event_loop(make_client):
     c = make_client()
-    tok = _ThreadRecordingTokenizer()
+    tok = ThreadRecordingTokenizer()
     c.app.state.completions.gen.tokenizers = FakeTokenizers(tok)
-    loop_thread = []
-
-    @c.app.get("/loop-thread")
-    async def _where():  # the event loop's thread, as a route on it sees it
-        loop_thread.append(threading.get_ident())
-        return {}
-
-    c.get("/loop-thread")
+    loop_thread = event_loop_thread(c)
     small = c.post("/v1/completions", json={"model": "llm", "prompt": ["a b"] * 4,
                                             "max_tokens": 1})
-    assert small.status_code == 200 and set(tok.threads) == set(loop_thread)
+    assert small.status_code == 200 and set(tok.threads) == {loop_thread}
     tok.threads.clear()
     big = c.post("/v1/completions", json={"model": "llm", "prompt": ["ab" * 100] * 64,
                                           "max_tokens": 1})
     assert big.status_code == 200 and len(tok.threads) == 64
-    assert len(set(tok.threads)) == 1 and tok.threads[0] != loop_thread[0]
+    assert len(set(tok.threads)) == 1 and tok.threads[0] != loop_thread

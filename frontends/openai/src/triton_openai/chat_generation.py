@@ -4,7 +4,6 @@ and decoder."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from .catalog import ServedModel
@@ -12,7 +11,7 @@ from .chat.protocol import ChatMessage
 from .chat.templating import messages_for_template, render
 from .chat.tools import ToolUse
 from .decoding import Decoder
-from .generation import INLINE_TOKENIZING, GenerationService
+from .generation import GenerationService, tokenize
 from .prompts import Prompt
 from .reasoning import get_parser as get_reasoning_parser
 from .tool_parsers import get_parser as get_tool_parser
@@ -55,12 +54,12 @@ class ChatGeneration:
         tool_dicts = None
         if tools.mode != "none":
             tool_dicts = [t.model_dump(exclude_none=True) for t in tool_defs]
-        rendering = (tok, messages_for_template(messages), template or self.chat_template,
-                     tool_dicts, add_generation_prompt, continue_final_message, template_kwargs)
-        if tok is None or _text_size(rendering[1]) <= INLINE_TOKENIZING:
-            text, ids = render(*rendering)
-        else:  # a big conversation: rendered and tokenized off the event loop
-            text, ids = await asyncio.to_thread(render, *rendering)
+        for_template = messages_for_template(messages)
+        size = 0 if tok is None else _text_size(for_template)
+        text, ids = await tokenize(size, render, tok, for_template,
+                                   template or self.chat_template, tool_dicts,
+                                   add_generation_prompt, continue_final_message,
+                                   template_kwargs)
         return Prompt(text, ids)
 
     def decoder(self, tools: ToolUse, json_answer: bool) -> Decoder:

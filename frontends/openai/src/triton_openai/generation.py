@@ -5,8 +5,8 @@ merged into one stream)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 from . import request_ids
 from .catalog import ModelCatalog, ServedModel
@@ -25,6 +25,15 @@ from .triton.vllm_io import GenerationChunk, GenerationRequest
 # ones are tokenized in a thread, in one trip for the request, so that a big body does
 # not hold up every other request (and health probes) for seconds.
 INLINE_TOKENIZING = 4096
+T = TypeVar("T")
+
+
+async def tokenize(size: int, work: Callable[..., T], *args) -> T:
+    """`work(*args)`, which tokenizes `size` characters or token ids: on the event loop
+    up to INLINE_TOKENIZING, past it in one trip to a thread."""
+    if size <= INLINE_TOKENIZING:
+        return work(*args)
+    return await asyncio.to_thread(work, *args)
 
 
 class GenerationService:

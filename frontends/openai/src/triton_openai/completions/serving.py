@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 
@@ -12,7 +11,7 @@ from .. import sse
 from ..config import FrontendConfig
 from ..errors import BadRequestError
 from ..fanin import primed
-from ..generation import INLINE_TOKENIZING, GenerationService
+from ..generation import GenerationService, tokenize
 from ..logprobs import completion_logprobs, merge_completion_logprobs
 from ..prompts import Prompt
 from ..request_ids import request_id
@@ -64,10 +63,8 @@ class CompletionsServing:
         if req.echo and req.logprobs is not None:
             raise BadRequestError("echo together with logprobs is not supported", param="echo")
         tok = await self.gen.tokenizer(model)
-        if tok is None or sum(map(len, raw)) <= INLINE_TOKENIZING:
-            prompts = _tokenized(tok, raw, req.echo)
-        else:  # a big batch: one trip to a thread, while the event loop serves the others
-            prompts = await asyncio.to_thread(_tokenized, tok, raw, req.echo)
+        size = 0 if tok is None else sum(map(len, raw))
+        prompts = await tokenize(size, _tokenized, tok, raw, req.echo)
 
         samplings = [self.gen.sampling(
             model, p, req.sampling_dict(), max_tokens=req.max_tokens, max_tokens_param="max_tokens",
