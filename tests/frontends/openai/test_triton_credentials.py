@@ -65,8 +65,11 @@ def test_the_backends_watch_sends_the_same_keys():
     """The model watch (the vLLM backend's) and the frontend face one tritonserver."""
     from triton_vllm_backend import access
 
+    from triton_openai.cli import API_KEY_ENV
+
     assert (access.MODEL_CONTROL_KEY_ENV, access.MODEL_CONTROL_HEADER) == (
         creds.MODEL_CONTROL_KEY_ENV, creds.MODEL_CONTROL_HEADER)
+    assert access.API_KEY_ENV == API_KEY_ENV  # the watch's bearer is the frontend's key
     keys = access.Keys("control", "s3cret")
     assert tuple(keys.repository_headers().items()) == KEYS.repository_headers()
     assert tuple(keys.inference_headers().items()) == KEYS.inference_headers()

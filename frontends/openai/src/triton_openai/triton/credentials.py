@@ -11,7 +11,8 @@ HTTP and gRPC clients.
 
 Over gRPC, Triton reads restricted-API keys from metadata named `triton-grpc-protocol-`
 and the header's name.  The image's model watch sends the same
-(backends/vllm/triton_vllm_backend/access.py; tests/test_wire_contract.py checks both).
+(backends/vllm/triton_vllm_backend/access.py; tests/frontends/openai/test_triton_credentials.py
+checks that both agree, with each other and with the image's restrictions).
 """
 
 from __future__ import annotations
