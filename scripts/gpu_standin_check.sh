@@ -29,8 +29,8 @@ if [[ $steps == *1* ]]; then
 fi
 if [[ $steps == *2* ]]; then
     say "2. the backend's vLLM names in each pinned vLLM"
-    "$py" -m tritonbuild.vllm_api
-    "$py" -m tritonbuild.model_imports "$release"
+    "$py" -m tritonbuild.tools.vllm_api
+    "$py" -m tritonbuild.tools.model_imports "$release"
 fi
 if [[ $steps == *3* ]]; then
     say "3. the GPU image's stages on a stand-in base"

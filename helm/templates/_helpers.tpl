@@ -40,6 +40,24 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
+{{/* The kind of the Triton pods' workload, decided here alone: a LeaderWorkerSet when one
+engine spans several nodes (multiNode), a StatefulSet when each pod keeps a model cache
+claim of its own (modelCache.perReplica), else a Deployment. */}}
+{{- define "triton-vllm.workloadKind" -}}
+{{- if .Values.multiNode.enabled }}LeaderWorkerSet
+{{- else if and .Values.modelCache.enabled .Values.modelCache.perReplica }}StatefulSet
+{{- else }}Deployment
+{{- end }}
+{{- end }}
+
+{{/* The Triton pods' workload as an autoscaler's scaleTargetRef (HPA, KEDA). */}}
+{{- define "triton-vllm.workloadRef" -}}
+{{- $kind := include "triton-vllm.workloadKind" . }}
+apiVersion: {{ ternary "leaderworkerset.x-k8s.io/v1" "apps/v1" (eq $kind "LeaderWorkerSet") }}
+kind: {{ $kind }}
+name: {{ include "triton-vllm.fullname" . }}
+{{- end }}
+
 {{- define "triton-vllm.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "triton-vllm.fullname" .) .Values.serviceAccount.name }}
@@ -217,6 +235,19 @@ less 10 s for both processes to exit, so the kubelet never kills a drain midway.
 {{- end }}
 {{- end }}
 
+{{/* The spec of a model cache claim: the shared one (model-cache-pvc.yaml) and each pod's
+own (the StatefulSet's volumeClaimTemplates). */}}
+{{- define "triton-vllm.cacheClaimSpec" -}}
+accessModes:
+  {{- toYaml .Values.modelCache.accessModes | nindent 2 }}
+{{- with .Values.modelCache.storageClassName }}
+storageClassName: {{ . }}
+{{- end }}
+resources:
+  requests:
+    storage: {{ .Values.modelCache.size }}
+{{- end }}
+
 {{/* Where fetched models land: in the cache when there is one, else in an emptyDir. */}}
 {{- define "triton-vllm.fetchDir" -}}
 {{- if .Values.modelCache.enabled }}{{ .Values.modelCache.mountPath }}/models{{ else }}/model-store{{ end }}
@@ -289,13 +320,36 @@ outside [A-Za-z0-9_.-] made "_" (tests/helm checks that the two agree). */}}
 {{- end }}
 {{- end }}
 
-{{/* The ServiceMonitor's and PodMonitor's metricRelabelings. */}}
-{{- define "triton-vllm.bucketLabels" }}
-# Triton writes a whole bucket bound as le="1", vLLM's server (prometheus_client) as
-# le="1.0": a query written for `vllm serve` that selects a bucket by its bound finds
-# Triton's in vLLM's spelling.  Prometheus 3 does the same for histograms on ingestion.
-- sourceLabels: [le]
-  regex: "([0-9]+)"
-  targetLabel: le
-  replacement: "${1}.0"
+{{/* A Prometheus Operator monitor of Triton's metrics port: the ServiceMonitor (through
+the <release>-triton Service) and the PodMonitor (the pods themselves) differ in their kind
+and the name of their endpoints' list alone.  Called with (dict "root" $ "kind" KIND
+"monitor" .Values.metrics.serviceMonitor-or-podMonitor). */}}
+{{- define "triton-vllm.monitor" -}}
+{{- $root := .root }}
+apiVersion: monitoring.coreos.com/v1
+kind: {{ .kind }}
+metadata:
+  name: {{ include "triton-vllm.fullname" $root }}
+  labels:
+    {{- include "triton-vllm.labels" $root | nindent 4 }}
+    {{- with .monitor.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "triton-vllm.selectorLabels" (dict "root" $root "component" "server") | nindent 6 }}
+  {{ ternary "endpoints" "podMetricsEndpoints" (eq .kind "ServiceMonitor") }}:
+    - port: metrics
+      path: /metrics
+      interval: {{ .monitor.interval }}
+      metricRelabelings:
+        # Triton writes a whole bucket bound as le="1", vLLM's server (prometheus_client)
+        # as le="1.0": a query written for `vllm serve` that selects a bucket by its bound
+        # finds Triton's in vLLM's spelling.  Prometheus 3 does the same for histograms on
+        # ingestion.
+        - sourceLabels: [le]
+          regex: "([0-9]+)"
+          targetLabel: le
+          replacement: "${1}.0"
 {{- end }}

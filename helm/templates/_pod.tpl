@@ -1,4 +1,38 @@
 {{/*
+The metadata of every pod template of the release (the Triton pods of a Deployment or
+StatefulSet, a LeaderWorkerSet group's leader and workers, the frontend-only pods), written
+here alone so that they cannot drift apart: the chart's labels, the selector labels of
+the pod's component, podLabels, then the role label of a LeaderWorkerSet's pods; and the
+annotations: checksum/models, which restarts the pods that serve the models when their
+configuration changes, and podAnnotations.  Called with (dict "root" $ "component" COMPONENT) and, for a
+LeaderWorkerSet's pods, "role" ("leader" or "worker").
+*/}}
+{{- define "triton-vllm.podMetadata" -}}
+{{- $root := .root }}
+{{- $v := $root.Values }}
+{{- /* The frontend-only pods read no model configuration: a change of it leaves them be. */}}
+{{- $models := and (eq $v.modelRepository.source "values") (ne .component "frontend") }}
+labels:
+  {{- include "triton-vllm.commonLabels" $root | nindent 2 }}
+  {{- include "triton-vllm.selectorLabels" (dict "root" $root "component" .component) | nindent 2 }}
+  {{- with $v.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- with .role }}
+  role: {{ . }}
+  {{- end }}
+{{- if or $models $v.podAnnotations }}
+annotations:
+  {{- if $models }}
+  checksum/models: {{ include (print $root.Template.BasePath "/models-configmap.yaml") $root | sha256sum }}
+  {{- end }}
+  {{- with $v.podAnnotations }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 The Triton pod: tritonserver + the OpenAI frontend (the image's entrypoint starts both).
 Called with (dict "root" $ "role" ROLE): role "server" for a Deployment/StatefulSet pod,
 "leader" or "worker" for a LeaderWorkerSet group's pods.

@@ -193,7 +193,7 @@ def test_readme_commands_install_and_serve(container, tmp_path):
 def test_snippet_builds_and_serves_from_a_triton_image(base_image, tmp_path):
     context = stage_checkout(tmp_path / "context")
     dockerfile = subprocess.run(
-        [sys.executable, "-m", "tritonbuild.snippet", "--from", base_image, "--user", "1000",
+        [sys.executable, "-m", "tritonbuild.tools.snippet", "--from", base_image, "--user", "1000",
          "--no-frontend"], cwd=REPO, capture_output=True, text=True, check=True).stdout
     (context / "Dockerfile").write_text(dockerfile)
     # --no-cache: the assertion below reads the installer's own output, which a cached step

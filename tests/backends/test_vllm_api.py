@@ -115,11 +115,11 @@ def test_members_of_a_base_outside_vllm_are_not_vllms_to_check(tmp_path):
 
 
 def test_command_line_as_the_readme_shows_it():
-    # backends/vllm/README.md: `python -m tritonbuild.vllm_api`
+    # backends/vllm/README.md: `python -m tritonbuild.tools.vllm_api`
     import subprocess
     import sys
     root = vllm_api.ROOT
-    out = subprocess.run([sys.executable, "-m", "tritonbuild.vllm_api"], cwd=root,
+    out = subprocess.run([sys.executable, "-m", "tritonbuild.tools.vllm_api"], cwd=root,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     for version in GPU_VERSIONS:

@@ -401,6 +401,124 @@ def _pod_specs(workload: dict) -> list[dict]:
     return [workload["spec"]["template"]["spec"]]
 
 
+# ------------------------------------------------- pod metadata, workload kind
+# Each way the chart runs the Triton pods, with the models from values (which adds the
+# checksum/models annotation) and labels and annotations of the user's own.
+WORKLOADS = {
+    "Deployment": {},
+    "StatefulSet": {"modelCache": {"enabled": True, "perReplica": True}},
+    "LeaderWorkerSet": {"multiNode": {"enabled": True, "size": 2},
+                        "modelCache": {"enabled": True, "accessModes": ["ReadWriteMany"]}},
+}
+POD_LABELS = {"team": "llm", "example.com/tier": "gold"}
+POD_ANNOTATIONS = {"example.com/owner": "ml-platform"}
+
+
+def _release(kind: str, models: list[dict] | None = None, **values) -> list[dict]:
+    return chart.render(values={
+        "modelRepository": {"source": "values"},
+        "models": models or [{"name": "m", "model": "org/m"}],
+        "podLabels": POD_LABELS, "podAnnotations": POD_ANNOTATIONS,
+        **WORKLOADS[kind], **values})
+
+
+def pod_templates(manifests: list[dict]) -> dict[str, dict]:
+    """Every pod template the release renders, by workload kind and name (and role)."""
+    found = {}
+    for m in manifests:
+        name = f"{m['kind']}/{m['metadata']['name']}"
+        spec = m.get("spec", {})
+        if "template" in spec:
+            found[name] = spec["template"]
+        for role, template in spec.get("leaderWorkerTemplate", {}).items():
+            if isinstance(template, dict) and "spec" in template:
+                found[f"{name}/{role}"] = template
+    return found
+
+
+@pytest.mark.parametrize("frontend", [False, True], ids=["triton-only", "with-frontend"])
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_every_pod_template_gets_the_same_metadata(kind, frontend):
+    manifests = _release(kind, frontend={"enabled": frontend})
+    templates = pod_templates(manifests)
+    roles = {"Deployment": ["Deployment/llm-triton-vllm"],
+             "StatefulSet": ["StatefulSet/llm-triton-vllm"],
+             "LeaderWorkerSet": ["LeaderWorkerSet/llm-triton-vllm/leaderTemplate",
+                                 "LeaderWorkerSet/llm-triton-vllm/workerTemplate"]}[kind]
+    if frontend:
+        roles = ["Deployment/llm-triton-vllm-frontend"] + roles
+    assert sorted(templates) == sorted(roles)
+    checksums = set()
+    for name, template in templates.items():
+        labels, annotations = template["metadata"]["labels"], template["metadata"]["annotations"]
+        assert POD_LABELS.items() <= labels.items(), name
+        assert POD_ANNOTATIONS.items() <= annotations.items(), name
+        if name.endswith("-frontend"):
+            # The frontend reads no model configuration: its pods stay up when it changes.
+            assert "checksum/models" not in annotations, name
+            continue
+        assert re.fullmatch(r"[0-9a-f]{64}", annotations["checksum/models"]), name
+        checksums.add(annotations["checksum/models"])
+        assert labels["app.kubernetes.io/instance"] == "llm", name
+    assert len(checksums) == 1
+    # Each workload's selector picks its own pods.
+    for spec in (m["spec"] for m in manifests if "template" in m.get("spec", {})):
+        labels = spec["template"]["metadata"]["labels"]
+        assert spec["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_multi_node_pods_carry_their_role():
+    templates = pod_templates(_release("LeaderWorkerSet"))
+    leader = templates["LeaderWorkerSet/llm-triton-vllm/leaderTemplate"]["metadata"]["labels"]
+    worker = templates["LeaderWorkerSet/llm-triton-vllm/workerTemplate"]["metadata"]["labels"]
+    assert (leader["role"], leader["app.kubernetes.io/component"]) == ("leader", "server")
+    assert (worker["role"], worker["app.kubernetes.io/component"]) == ("worker", "worker")
+
+
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_a_change_of_the_models_restarts_every_pod(kind):
+    def checksums(models):
+        return {name: t["metadata"]["annotations"]["checksum/models"]
+                for name, t in pod_templates(_release(kind, models)).items()}
+
+    before = checksums([{"name": "m", "model": "org/m"}])
+    after = checksums([{"name": "m", "model": "org/m", "maxModelLen": 2048}])
+    assert before.keys() == after.keys()
+    assert all(before[name] != after[name] for name in before)
+
+
+def test_no_annotations_without_models_from_values_or_pod_annotations():
+    for template in pod_templates(rendered("default")).values():
+        assert "annotations" not in template["metadata"]
+
+
+@pytest.mark.parametrize("kind", list(WORKLOADS))
+def test_autoscalers_target_the_workload_the_chart_renders(kind):
+    for scaler, values in (("HorizontalPodAutoscaler", {"autoscaling": {"enabled": True}}),
+                           ("ScaledObject", {"keda": {"enabled": True}})):
+        manifests = _release(kind, **values)
+        workloads = [m for m in manifests if m["kind"] in WORKLOADS
+                     and m["metadata"]["name"] == "llm-triton-vllm"]
+        assert [w["kind"] for w in workloads] == [kind]
+        target = chart.find(manifests, scaler)["spec"]["scaleTargetRef"]
+        assert target == {"apiVersion": workloads[0]["apiVersion"], "kind": kind,
+                          "name": "llm-triton-vllm"}, scaler
+
+
+def test_service_and_pod_monitors_scrape_alike():
+    manifests = chart.render(values={"metrics": {
+        "serviceMonitor": {"enabled": True, "interval": "10s", "labels": {"release": "a"}},
+        "podMonitor": {"enabled": True, "interval": "20s", "labels": {"release": "b"}}}})
+    service, pod = chart.find(manifests, "ServiceMonitor"), chart.find(manifests, "PodMonitor")
+    assert service["metadata"]["labels"]["release"] == "a"
+    assert pod["metadata"]["labels"]["release"] == "b"
+    assert service["spec"]["selector"] == pod["spec"]["selector"]
+    (scrape,), (pod_scrape,) = service["spec"]["endpoints"], pod["spec"]["podMetricsEndpoints"]
+    assert (scrape.pop("interval"), pod_scrape.pop("interval")) == ("10s", "20s")
+    assert scrape == pod_scrape
+    assert scrape["port"] == "metrics" and scrape["metricRelabelings"][0]["sourceLabels"] == ["le"]
+
+
 # ------------------------------------------------------------------ autoscaling
 def _backend_gauges() -> set[str]:
     source = (chart.REPO_ROOT / "backends/vllm/triton_vllm_backend/metrics.py").read_text()

@@ -7,7 +7,7 @@ models keep working, so a text test never sees it).  This reads the modules out 
 locked vLLM's wheel and each library out of its locked wheel (tritonbuild/tools/wheel_sources.py:
 range requests, cached), and resolves every `from LIB... import NAME` statically.
 
-    python -m tritonbuild.model_imports [--pip-index-url URL] [RELEASE ...]
+    python -m tritonbuild.tools.model_imports [--pip-index-url URL] [RELEASE ...]
 
 An import guarded by `try: ... except ImportError` or under `if TYPE_CHECKING:` is left
 out: the first may fail, the second never runs.
@@ -206,7 +206,7 @@ def check_release(release: str, index: str | None = None) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tritonbuild.model_imports")
+    parser = argparse.ArgumentParser(prog="python -m tritonbuild.tools.model_imports")
     parser.add_argument("releases", nargs="*", metavar="RELEASE")
     parser.add_argument("--pip-index-url", metavar="URL")
     args = parser.parse_args(argv)

@@ -6,8 +6,8 @@ the OpenAI frontend) in and runs the backend's own installer, which checks the i
 Python against Triton's Python-backend stub and installs the pinned vLLM.  Rendered from
 the same templates, macros and pins as build.py's Dockerfiles.
 
-    python3 -m tritonbuild.snippet [--upstream-container-version YY.MM] [--no-frontend]
-    python3 -m tritonbuild.snippet --from IMAGE [--user UID]   # another Triton image
+    python3 -m tritonbuild.tools.snippet [--upstream-container-version YY.MM] [--no-frontend]
+    python3 -m tritonbuild.tools.snippet --from IMAGE [--user UID]   # another Triton image
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def render_snippet(*, release: str | None = None, image: str | None = None,
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python3 -m tritonbuild.snippet",
+        prog="python3 -m tritonbuild.tools.snippet",
         description="Print a Dockerfile that adds the vLLM backend (and the OpenAI frontend) "
                     "to an existing Triton image; build it with this checkout as the context.")
     p.add_argument("--upstream-container-version", metavar="YY.MM",

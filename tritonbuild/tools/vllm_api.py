@@ -7,9 +7,9 @@ there is one, else the few files it needs straight out of the release's wheel on
 package index (tritonbuild/tools/wheel_sources.py: HTTP range requests for the wheel's central
 directory and those members, well under a MB, cached).
 
-    python -m tritonbuild.vllm_api [--pip-index-url URL] [VERSION ...]
+    python -m tritonbuild.tools.vllm_api [--pip-index-url URL] [VERSION ...]
                                    check (default: every pinned GPU vLLM)
-    python -m tritonbuild.vllm_api --installed     check the vLLM this Python imports
+    python -m tritonbuild.tools.vllm_api --installed     check the vLLM this Python imports
 
 The index is --pip-index-url, else PIP_INDEX_URL, else pip's own configuration.
 
@@ -240,7 +240,7 @@ def _report(label: str, problems: list[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tritonbuild.vllm_api")
+    parser = argparse.ArgumentParser(prog="python -m tritonbuild.tools.vllm_api")
     parser.add_argument("versions", nargs="*", metavar="VERSION")
     parser.add_argument("--installed", action="store_true",
                         help="check the vLLM this Python imports")

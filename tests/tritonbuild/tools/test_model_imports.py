@@ -74,10 +74,10 @@ def test_guarded_and_type_checking_imports_are_left_out(tmp_path):
 
 
 def test_command_line_as_the_readme_shows_it():
-    # README.md: `python -m tritonbuild.model_imports 25.11`
+    # README.md: `python -m tritonbuild.tools.model_imports 25.11`
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-m", "tritonbuild.model_imports", "25.11"],
+    out = subprocess.run([sys.executable, "-m", "tritonbuild.tools.model_imports", "25.11"],
                          cwd=pins.VERSIONS_FILE.parent, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -66,7 +66,7 @@ def test_pins_and_release(capsys):
 
 
 def test_readme_shows_the_snippet_as_printed(capsys):
-    assert readme_block("output of: python3 -m tritonbuild.snippet") == printed([], capsys)
+    assert readme_block("output of: python3 -m tritonbuild.tools.snippet") == printed([], capsys)
 
 
 def test_readme_install_commands_are_the_snippets():
