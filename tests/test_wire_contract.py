@@ -9,8 +9,9 @@ in production.
 import json
 
 import pytest
-from triton_vllm_backend import abort, engine_config, errors, health, io_spec, lora, params
+from triton_vllm_backend import abort, engine_config, errors, feed, health, io_spec, lora, params
 
+from triton_openai import sse
 from triton_openai.catalog import _served_models
 from triton_openai.errors import from_triton
 from triton_openai.structured import from_response_format, validate_structured_outputs
@@ -189,3 +190,40 @@ def test_what_the_frontend_sends_as_sampling_parameters_the_backend_parses(const
     parsed = params.parse_sampling_parameters(json.dumps(sent), known_fields=set())
     assert parsed[params.LORA_NAME] == "sql"
     assert parsed[params.STRUCTURED_OUTPUTS] == constraint
+
+
+# --------------------------------------------------------------------------- feeds
+def test_both_sides_name_the_feeds_parameters_and_records_alike():
+    assert (wire.FEED_OPEN_PARAMETER, wire.FEED_PARAMETER, wire.FEED_KEY_PARAMETER,
+            wire.FEED_EVENT_PARAMETER) == (feed.OPEN_PARAMETER, feed.FEED_PARAMETER,
+                                           feed.KEY_PARAMETER, feed.EVENT_PARAMETER)
+    assert (wire.FEED_DATA, wire.FEED_END) == (feed.DATA, feed.END)
+
+
+@pytest.mark.parametrize("text", ["hello", "", 'quote " and \\ backslash', "caf\u00e9 \u2028 \x85 \u2029",
+                                  "\n\t\x00", "\U0001f600"])
+@pytest.mark.parametrize("finish", [None, "stop", "length"])
+def test_an_event_the_backend_encodes_is_the_one_the_frontend_would_write(text, finish):
+    head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+
+    def body(t, f):
+        return dict(head, choices=[{"index": 0, "delta": {"content": t}, "logprobs": None,
+                                    "finish_reason": f}])
+
+    cut = sse.template(body("", None), ("choices", 0, "delta", "content"),
+                       ("choices", 0, "finish_reason"))
+    # As the frontend sends it, and the backend reads it.
+    parameters = {wire.FEED_PARAMETER: "0" * 32, wire.FEED_KEY_PARAMETER: "7",
+                  wire.FEED_EVENT_PARAMETER: json.dumps(list(cut))}
+    delivery = feed.delivery_of(json.dumps(parameters))
+    assert delivery.key == b"7"
+    assert delivery.template.event(text, finish) == sse.event(body(text, finish))
+
+
+def test_a_feeds_open_request_and_its_records_reach_the_frontend():
+    feed_id = "ab" * 16
+    assert feed.open_request({wire.FEED_OPEN_PARAMETER: feed_id}) == feed_id
+    end = feed.end_record("stop", 5, 9)
+    assert end[:1] == wire.FEED_END
+    assert json.loads(end[1:]) == {"finish_reason": "stop", "num_input_tokens": 5,
+                                   "num_output_tokens": 9}

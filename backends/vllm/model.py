@@ -30,6 +30,7 @@ import sys  # noqa: E402
 import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import numpy as np  # noqa: E402
 import triton_python_backend_utils as pb_utils  # noqa: E402
 
 # Our helpers first, whatever else is on the path under these names.
@@ -41,6 +42,7 @@ from triton_vllm_backend import (  # noqa: E402
     compact_json,
     engine_config,
     errors,
+    feed,
     health,
     io_spec,
     jobs,
@@ -214,6 +216,7 @@ class TritonPythonModel:
         self._recent_streams = coalesce.RecentPeak()
         self._pace = coalesce.TokenPace()  # told by the streams, on the loop
         self._max_interval, self._max_delay = 1, None
+        self._feeds = feed.Feeds()  # on the loop
         self._death: BaseException | None = None  # what the engine died of
         self._death_handled = False
         # Requests already answered with the engine's death (health.py): nothing more is
@@ -246,15 +249,20 @@ class TritonPythonModel:
                 continue
             try:
                 target = abort.target_of(request_parameters)
-            except abort.AbortError as e:
+                feed_id = feed.open_request(request_parameters)
+                delivery = feed.delivery_of(request_parameters)
+            except (abort.AbortError, feed.FeedError) as e:
                 self._fail(sender, errors.INVALID_ARGUMENT, str(e))
                 continue
             if target is not None:
                 asyncio.run_coroutine_threadsafe(self._abort_request(target, sender),
                                                  self._loop)
                 continue
+            if feed_id is not None:
+                self._loop.call_soon_threadsafe(self._open_feed, feed_id, request, sender)
+                continue
             try:
-                job = self._read_request(request)
+                job = self._read_request(request, delivery)
             except (params.ParameterError, lora.UnknownAdapter, ValueError) as e:
                 self._fail(sender, errors.INVALID_ARGUMENT, str(e))
                 continue
@@ -266,7 +274,7 @@ class TritonPythonModel:
             asyncio.run_coroutine_threadsafe(self._serve(job, request, sender), self._loop)
         return None
 
-    def _read_request(self, request) -> GenerateJob | EmbedJob:
+    def _read_request(self, request, delivery=None) -> GenerateJob | EmbedJob:
         """Everything the request says, read now (tensors are not valid later)."""
         # One walk over the inputs: the stub makes every input tensor anew (a BYTES one
         # deserialized in Python) on each request.inputs(), which
@@ -282,15 +290,17 @@ class TritonPythonModel:
         request_id = jobs.new_id(client_id)
         if self.runner == io_spec.POOLING:
             return EmbedJob(request_id, client_id, prompt, wanted)
-        given = jobs.read_generate_inputs(get, request.parameters)
+        given = jobs.read_generate_inputs(get, lambda: feed.sampling_of(request.parameters()))
         # vLLM computes logprobs (and so the cumulative one) only when asked: 0 asks for
         # the sampled token's alone.
         need_logprobs = wanted.logprobs or wanted.cumulative_logprob
         sampling, lora_request, priority = self._sampling_params(
             given.sampling_parameters, given.stream, need_logprobs)
         params.check_priority(priority, self._priority_scheduling)
+        if not given.stream or sampling.n != 1:
+            delivery = None  # a feed carries one choice's stream
         return GenerateJob(request_id, client_id, prompt, wanted, sampling, lora_request,
-                           given.stream, given.exclude_input, priority)
+                           given.stream, given.exclude_input, priority, delivery)
 
     def _sampling_params(self, raw, stream, need_logprobs=False):
         from triton_vllm_backend.compat import SAMPLING_ERRORS
@@ -373,6 +383,10 @@ class TritonPythonModel:
         if not job.stream:
             await self._generate_outputs(job, sender)
             return
+        to = self._feeds.get(job.delivery.feed_id) if job.delivery is not None else None
+        if to is not None:
+            await self._generate_to_feed(job, sender, to)
+            return
         self._streams += 1
         try:
             # Under load, more tokens per response (see coalesce.py); a client's own
@@ -412,6 +426,59 @@ class TritonPythonModel:
         self._send(sender, outputs.generate_outputs(last, sampling.n, job.wanted, prefix),
                    final=True)
 
+    async def _generate_to_feed(self, job: GenerateJob, sender, to: feed.Feed):
+        """A stream whose text goes out on a feed, each step's as its client's event
+        (feed.py); the request's own answer is an empty final response."""
+        key, template = job.delivery.key, job.delivery.template
+        tokens, finish, prompt_tokens = 0, None, 0
+        async for result in self.engine.generate(job.prompt, job.sampling, job.id,
+                                                 lora_request=job.lora_request,
+                                                 priority=job.priority):
+            if self._requests.is_cancelled(job.id):
+                break
+            for o in result.outputs:
+                tokens += len(o.token_ids)
+                finish = None if o.finish_reason is None else str(o.finish_reason)
+                if o.text or finish is not None:
+                    to.put(key, feed.DATA + template.event(o.text, finish))
+            if result.finished:
+                prompt_tokens = len(result.prompt_token_ids or ())
+                to.put(key, feed.end_record(finish, prompt_tokens, tokens))
+                # Out before the final response: the client ends the stream on the record.
+                to.flush()
+        self._send(sender, None, final=True)
+
+    def _open_feed(self, feed_id: str, request, sender):
+        """On the loop: open a feed (feed.py), answered at once with an empty response."""
+        opened = feed.Feed((request, sender), lambda records: self._send_records(sender, records),
+                           self._loop.call_soon)
+        try:
+            self._feeds.open(feed_id, opened)
+        except feed.FeedError as e:
+            self._fail(sender, errors.INVALID_ARGUMENT, str(e))
+            return
+        self._send_records(sender, [])
+
+    def _send_records(self, sender, records: list[bytes]):
+        self._send(sender, {"text_output": np.array(records, dtype=np.object_)})
+
+    def _close_feeds(self, message: str | None = None, only_cancelled: bool = False):
+        """End the feeds whose client went away (or all): a final response, or `message`
+        as their error."""
+        for feed_id, opened in self._feeds.items():
+            _, sender = opened.held
+            try:
+                if only_cancelled and not sender.is_cancelled():
+                    continue
+                self._feeds.close(feed_id)
+                opened.flush()
+                if message is None:
+                    self._send(sender, None, final=True)
+                else:
+                    self._fail(sender, errors.UNAVAILABLE, message)
+            except Exception as e:  # noqa: BLE001 - its client is gone already
+                self.logger.log_verbose(f"[vllm] could not end feed {feed_id}: {e!r}")
+
     async def _embed(self, job: EmbedJob, sender):
         last = None
         async for result in self.engine.encode(job.prompt, self._pooling_params(), job.id):
@@ -440,6 +507,7 @@ class TritonPythonModel:
                 if loop.time() >= next_ask:
                     next_ask = loop.time() + CANCEL_POLL_S
                     self._flag_cancelled()
+                    self._close_feeds(only_cancelled=True)
                 await self._abort_cancelled()
             except Exception as e:  # noqa: BLE001 - log, and keep polling
                 self.logger.log_error(f"[vllm] cancellation check failed: {e!r}")
@@ -560,6 +628,7 @@ class TritonPythonModel:
         ids = self._requests.ids()
         if ids:
             await self.engine.abort(ids)
+        self._close_feeds(UNLOADING_MESSAGE)
 
     def _stop_loop(self):
         self._loop.call_soon_threadsafe(self._loop.stop)

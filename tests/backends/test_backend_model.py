@@ -19,7 +19,7 @@ from pathlib import Path
 import fake_pb_utils as pb
 import numpy as np
 import pytest
-from triton_vllm_backend import io_spec, params
+from triton_vllm_backend import feed, io_spec, params
 from vllm_fakes import Choice, Pooled, PoolingResult, Result
 
 MODEL_PY = Path(__file__).resolve().parents[2] / "backends" / "vllm" / "model.py"
@@ -570,3 +570,79 @@ def test_each_requests_sampling_parameters_are_its_own_so_vllm_does_not_copy_the
     model._sampling_fields.discard("skip_clone")
     sampling, _, _ = model._sampling_params('{"max_tokens": 4}', stream=False)
     assert not sampling.skip_clone
+
+
+# ---------------------------------------------------------------------- feeds
+FEED_ID = "f" * 32
+EVENT = json.dumps(['{"t":', ',"f":', "}\n"])
+
+
+def open_feed(model, feed_id=FEED_ID) -> pb.InferenceRequest:
+    request = pb.InferenceRequest({}, "feed", parameters={feed.OPEN_PARAMETER: feed_id})
+    model.execute([request])
+    _wait_for(lambda: request.sender.responses)
+    return request
+
+
+def on_feed(request_id, key, feed_id=FEED_ID, **inputs) -> pb.InferenceRequest:
+    request = generate_request(request_id, **inputs)
+    request._parameters = json.dumps({feed.FEED_PARAMETER: feed_id, feed.KEY_PARAMETER: key,
+                                      feed.EVENT_PARAMETER: EVENT})
+    return request
+
+
+def records(feed_request) -> list[tuple[bytes, bytes]]:
+    """Every (key, record) the feed sent, in order, after its empty opening response."""
+    sent = [r.outputs["text_output"].tolist() for r in feed_request.sender.responses if r]
+    assert sent[0] == []
+    flat = [x for response in sent[1:] for x in response]
+    return list(zip(flat[::2], flat[1::2], strict=True))
+
+
+def test_streams_on_a_feed_send_their_events_there_and_end_on_their_own(serve):
+    model = serve(FakeEngine(steps=("He", "llo")))
+    feed_request = open_feed(model)
+    streams = [on_feed(f"s{i}", str(i)) for i in range(3)]
+    model.execute(streams)
+    for request in streams:
+        answer = request.sender.wait()
+        assert answer == [None], [r.error.message() for r in answer if r is not None and r.error]
+    got = records(feed_request)
+    for i in range(3):
+        mine = [record for key, record in got if key == str(i).encode()]
+        assert mine == [b'd{"t":"He","f":null}\n', b'd{"t":"llo","f":"stop"}\n',
+                        b'e{"finish_reason":"stop","num_input_tokens":3,"num_output_tokens":2}']
+    # The streams' records of a step go out together, not one response per stream.
+    responses = [r for r in feed_request.sender.responses if r]
+    assert len(responses) - 1 < len(got)
+
+
+def test_a_stream_naming_a_feed_this_instance_lacks_gets_its_own_responses(serve):
+    model = serve(FakeEngine(steps=("He", "llo")))
+    request = on_feed("s", "1", feed_id="e" * 32)
+    model.execute([request])
+    assert texts(request.sender.wait()) == [[b"He"], [b"llo"]]
+
+
+def test_a_feed_request_that_is_malformed_or_taken_gets_an_error(serve):
+    model = serve(FakeEngine())
+    open_feed(model)
+    again = open_feed(model)
+    assert "open already" in again.sender.wait()[-1].error.message()
+    bad = pb.InferenceRequest({}, "feed", parameters={feed.OPEN_PARAMETER: "nope"})
+    model.execute([bad])
+    assert "32 lowercase hex" in bad.sender.wait()[-1].error.message()
+    stream = on_feed("s", "")
+    model.execute([stream])
+    assert feed.KEY_PARAMETER in stream.sender.wait()[-1].error.message()
+
+
+def test_a_feed_whose_client_left_is_closed_and_unload_ends_the_rest(serve, model_module):
+    model = serve(FakeEngine())
+    left, staying = open_feed(model, "a" * 32), open_feed(model, "b" * 32)
+    left.sender.cancelled = True
+    assert left.sender.wait()[-1] is None
+    assert model._feeds.get("a" * 32) is None
+    model.finalize()
+    message = staying.sender.wait()[-1].error.message()
+    assert message.startswith("[unavailable]") and "unloading" in message

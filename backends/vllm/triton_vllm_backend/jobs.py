@@ -34,6 +34,7 @@ class GenerateJob(EmbedJob):
     stream: bool
     exclude_input: bool  # leave the prompt out of a complete answer's text
     priority: int = 0  # vLLM's scheduling priority (lower runs first)
+    delivery: Any = None  # feed.Delivery: the stream's text goes out on a feed
 
 
 @dataclass(frozen=True)

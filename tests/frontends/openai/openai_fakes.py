@@ -194,3 +194,73 @@ def _f32(values):
     import struct
 
     return struct.pack(f"<{len(values)}f", *values)
+
+
+class FeedingTriton(FakeTriton):
+    """FakeTriton that also serves feeds as the vLLM backend does (its feed.py encodes the
+    records): a request with the open parameter gets an empty response, then one response
+    per step with the records of every stream sent on it; a stream sent on a feed gets an
+    empty final response of its own.
+
+    `steps`: streams of one step are sent together (a step's records, one response).
+    `own_answers`: serve streams on their own responses even when they name a feed (a
+    model instance without that feed).  `refuse_feeds`: answer opens with an error."""
+
+    carries_feeds = True
+
+    def __init__(self, *args, own_answers=False, refuse_feeds=None, drop_end=False, **kw):
+        super().__init__(*args, **kw)
+        self.own_answers = own_answers
+        self.refuse_feeds = refuse_feeds
+        self.drop_end = drop_end  # lose each stream's end record (a broken feed)
+        self.feeds: dict[str, asyncio.Queue] = {}
+        self.opens = 0
+        self.fed_streams = 0
+        self.parameters: list[dict] = []
+
+    async def stream_infer(self, model, inputs, outputs, request_id, parameters=None):
+        from triton_vllm_backend import feed
+
+        parameters = parameters or {}
+        self.parameters.append(parameters)
+        opened = feed.open_request(parameters)
+        if opened is not None:
+            self.opens += 1
+            if self.refuse_feeds is not None:
+                raise self.refuse_feeds
+            queue = self.feeds[opened] = asyncio.Queue()
+            yield InferResponse({"text_output": Tensor.bytes_("text_output", [])}, False)
+            while True:
+                records = await queue.get()
+                if records is None:  # the feed ends
+                    yield InferResponse({}, True)
+                    return
+                yield InferResponse({"text_output": Tensor.bytes_("text_output", records)},
+                                    False)
+        delivery = feed.delivery_of(parameters)
+        if delivery is None or self.own_answers or delivery.feed_id not in self.feeds:
+            async for response in super().stream_infer(model, inputs, outputs, request_id):
+                yield response
+            return
+        self.fed_streams += 1
+        queue = self.feeds[delivery.feed_id]
+        text_tokens = []
+        finish = None
+        async for response in super().stream_infer(model, inputs, outputs, request_id):
+            chunk_text = response.outputs.get("text_output")
+            if chunk_text is None:
+                continue
+            text = chunk_text.as_strings()[0]
+            finish = response.outputs["finish_reason"].as_strings()[0] or None
+            text_tokens.append(text)
+            queue.put_nowait([delivery.key, feed.DATA + delivery.template.event(text, finish)])
+        req = self.requests[-1]
+        n_in = len(req["input_ids"]) if "input_ids" in req else len(req["text_input"][0].split())
+        if not self.drop_end:
+            queue.put_nowait([delivery.key, feed.end_record(finish, n_in, len(text_tokens))])
+        yield InferResponse({}, True)
+
+    def end_feeds(self):
+        for queue in self.feeds.values():
+            queue.put_nowait(None)
+        self.feeds.clear()

@@ -88,6 +88,7 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         # The drain (shutdown/) has ended or cut every request before this runs.
+        await app.state.generation.close()
         await app.state.triton.close()
 
     app = FastAPI(title="Triton OpenAI-compatible frontend", lifespan=lifespan,
@@ -97,11 +98,12 @@ def build_app(config: FrontendConfig, client: TritonClient | None = None) -> Fas
     drain = Drain()
     generation = GenerationService(client, catalog, TokenizerCache(config.tokenizer),
                                    SamplingDefaults(config.generation_config),
-                                   config.compact_json)
+                                   config.compact_json, config.stream_feeds)
 
     app.state.config = config
     app.state.triton = client
     app.state.catalog = catalog
+    app.state.generation = generation
     app.state.models = ModelsServing(catalog)
     app.state.completions = CompletionsServing(generation, config.max_batch_inputs)
     app.state.chat = ChatServing(generation, config.chat_template, config.tool_call_parser,

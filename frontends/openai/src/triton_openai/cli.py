@@ -134,6 +134,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how often each served model is asked whether its engine is alive; "
                         "a dead one makes /health/ready 503 and its requests are refused "
                         "with 503 at once (0: never ask; default: %(default)s)")
+    p.add_argument("--no-stream-feeds", dest="stream_feeds", action="store_false",
+                   help="send each stream's text on its own Triton request, a response per "
+                        "step, instead of on its model's feed, where the vLLM backend encodes "
+                        "the events of every stream at once (a response per engine step)")
     p.add_argument("--responses-store-size", type=int, default=d.responses_store_size, metavar="N",
                    help="responses kept in memory for GET /v1/responses/{id} and "
                         "previous_response_id, least recently used dropped first; 0 keeps none "
@@ -224,7 +228,8 @@ def config_from_args(args: argparse.Namespace) -> FrontendConfig:
         keep_alive_timeout=args.timeout_keep_alive,
         model_health_interval=args.model_health_interval,
         responses_store_size=args.responses_store_size,
-        max_background_responses=args.max_background_responses)
+        max_background_responses=args.max_background_responses,
+        stream_feeds=args.stream_feeds)
 
 
 class JsonFormatter(logging.Formatter):

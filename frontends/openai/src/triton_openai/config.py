@@ -45,6 +45,9 @@ class FrontendConfig:
     # closes first races the client's next request on that connection, which then fails
     # with "Server disconnected without sending a response" (uvicorn's default is 5 s).
     keep_alive_timeout: float = 75.0
+    # One-choice streams go on their model's feed (triton/feed.py) where the transport
+    # carries one: one Triton response per engine step for all of them, encoded once.
+    stream_feeds: bool = True
     # Seconds between health checks of each served model (health/model_watch.py); 0 turns
     # the watch off.  A dead model is found within about this plus Triton's answer.
     model_health_interval: float = 0.5

@@ -17,6 +17,7 @@ from .structured import combine
 from .tokenizers import TokenizerCache
 from .triton import vllm_io
 from .triton.client import TritonClient
+from .triton.feed import FeedEnd, Feeds
 from .triton.vllm_contract import LORA_NAME, STRUCTURED_OUTPUTS
 from .triton.vllm_io import GenerationChunk, GenerationRequest
 
@@ -38,8 +39,11 @@ async def tokenize(size: int, work: Callable[..., T], *args) -> T:
 
 class GenerationService:
     def __init__(self, client: TritonClient, catalog: ModelCatalog, tokenizers: TokenizerCache,
-                 defaults: SamplingDefaults | None = None, compact_json: bool = False):
+                 defaults: SamplingDefaults | None = None, compact_json: bool = False,
+                 feeds: bool = True):
         self.client = client
+        # Streams of one choice go on their model's feed where the transport carries one.
+        self.feeds = Feeds(client) if feeds and getattr(client, "carries_feeds", False) else None
         self.catalog = catalog
         self.tokenizers = tokenizers
         self.budget = TokenBudget(tokenizers.override)
@@ -80,6 +84,41 @@ class GenerationService:
         # The first load reads files and imports transformers: keep it off the event loop.
         return await asyncio.to_thread(self.tokenizers.get, model.model_path)
 
+    def _requests(self, model: ServedModel, prompts: list[Prompt],
+                  samplings: list[dict[str, Any]], stream: bool, logprobs: bool
+                  ) -> list[GenerationRequest]:
+        rid = request_ids.current()
+        reqs = []
+        for p, sampling in zip(prompts, samplings, strict=True):
+            if model.lora_name:
+                sampling = {**sampling, LORA_NAME: model.lora_name}
+            reqs.append(GenerationRequest(
+                model=model.triton_name, request_id=rid, sampling=sampling,
+                stream=stream, prompt_text=p.text if p.ids is None else None, prompt_ids=p.ids,
+                logprobs=logprobs))
+        return reqs
+
+    async def events(self, model: ServedModel, prompt: Prompt, sampling: dict[str, Any],
+                     event: tuple[str, str, str]
+                     ) -> AsyncIterator[bytes | FeedEnd | GenerationChunk]:
+        """Stream one choice of one prompt as the client's events, encoded by the backend
+        around `event` (the text before an event's text, between it and the finish reason,
+        and after: sse.template()); where no feed carries them, as chunks."""
+        req = self._requests(model, [prompt], [sampling], True, False)[0]
+        if self.feeds is not None:
+            source = self.feeds.stream(req, event)
+        else:
+            source = vllm_io.generate(self.client, req)
+        try:
+            async for item in source:
+                yield item
+        finally:
+            await source.aclose()
+
+    async def close(self) -> None:
+        if self.feeds is not None:
+            await self.feeds.close()
+
     async def run(self, model: ServedModel, prompts: list[Prompt], samplings: list[dict[str, Any]],
                   stream: bool, logprobs: bool
                   ) -> AsyncIterator[tuple[int, GenerationChunk]]:
@@ -88,16 +127,7 @@ class GenerationService:
         Every Triton request carries the HTTP request's internal id (request_ids.py),
         never the client's: an abort naming it stops them all and nothing else, and the
         backend's log lines name it."""
-        rid = request_ids.current()
-        reqs = []
-        for p, sampling in zip(prompts, samplings, strict=True):
-            reqs.append(GenerationRequest(
-                model=model.triton_name, request_id=rid, sampling=sampling,
-                stream=stream, prompt_text=p.text if p.ids is None else None, prompt_ids=p.ids,
-                logprobs=logprobs))
-        if model.lora_name:
-            for r in reqs:
-                r.sampling = {**r.sampling, LORA_NAME: model.lora_name}
+        reqs = self._requests(model, prompts, samplings, stream, logprobs)
         if len(reqs) == 1:
             # The common case: no task or queue between Triton and the client.
             gen = vllm_io.generate(self.client, reqs[0])

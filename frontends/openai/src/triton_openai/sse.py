@@ -27,6 +27,30 @@ def event(payload: dict) -> bytes:
     return b"data: " + data + b"\n\n"
 
 
+# Stand-ins for an event's text and finish reason, which template() cuts the event at.
+_TEXT, _FINISH = "\x00text\x00", "\x00finish\x00"
+
+
+def template(body: dict, text_at: tuple, finish_at: tuple) -> tuple[str, str, str]:
+    """The event of `body` cut where its text and its finish reason go (each a path of
+    keys and indexes into `body`): what comes before the text, between it and the finish
+    reason, and after.  The backend fills them in (triton/feed.py), so an event it encodes
+    is the one event() would write.  Text before the finish reason, as OpenAI's chunks
+    have them."""
+    _put(body, text_at, _TEXT)
+    _put(body, finish_at, _FINISH)
+    data = event(body).decode("utf-8")
+    before, rest = data.split(_encode(_TEXT).decode(), 1)
+    middle, after = rest.split(_encode(_FINISH).decode(), 1)
+    return before, middle, after
+
+
+def _put(body, path: tuple, value) -> None:
+    for step in path[:-1]:
+        body = body[step]
+    body[path[-1]] = value
+
+
 def dumps(payload) -> bytes:
     return _encode(payload)
 

@@ -16,7 +16,7 @@ from ..structured import from_response_format
 from ..triton.vllm_contract import GENERATE
 from .context import ChatContext
 from .protocol import ChatCompletionRequest
-from .stream import chat_events
+from .stream import ChatStream, chat_events, encoded_chat_events
 
 
 def _format_constraint(req: ChatCompletionRequest) -> dict | None:
@@ -47,6 +47,11 @@ class ChatServing:
         json_answer = req.response_format is not None and req.response_format.type != "text"
         ctx = ChatContext(req, model.id, request_id("chatcmpl"), int(time.time()),
                           self.chat.decoder(tools, json_answer), prompt.num_tokens)
+        if req.stream:
+            out = ChatStream(ctx)
+            if out.encodable():
+                encoded = await primed(self.gen.events(model, prompt, sampling, out.template()))
+                return event_stream_response(encoded_chat_events(out, encoded), encoded)
         stream = self.gen.run(model, [prompt], [sampling], req.stream, req.logprobs)
         if req.stream:
             stream = await primed(stream)

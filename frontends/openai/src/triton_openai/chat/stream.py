@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .. import sse
 from ..decoding import ChoiceDecoder, Piece
 from ..responses import usage
+from ..triton.feed import FeedEnd
 from ..triton.vllm_io import ChoiceDelta, GenerationChunk
 from .context import ChatContext
 
@@ -57,6 +58,26 @@ class ChatStream:
         for delta in chunk.choices:
             events += self._delta(delta)
         return events
+
+    def encodable(self) -> bool:
+        """Whether the backend can write this stream's events itself: one choice whose text
+        goes out as it comes (no reasoning to split off, no tool calls to read, no
+        logprobs, usage only at the end)."""
+        req = self.ctx.req
+        return (req.n == 1 and not req.logprobs and self.ctx.tools.mode == "none"
+                and self.ctx.decoder.reasoning is None and not self.continuous_usage)
+
+    def template(self) -> tuple[str, str, str]:
+        """The event of a text delta, cut where the backend puts its text and finish."""
+        body = dict(self.head, choices=[{"index": 0, "delta": {"content": ""},
+                                         "logprobs": None, "finish_reason": None}])
+        return sse.template(body, ("choices", 0, "delta", "content"),
+                            ("choices", 0, "finish_reason"))
+
+    def end(self, end: FeedEnd) -> None:
+        if self.ctx.prompt_tokens is None:
+            self.prompt_tokens = end.num_input_tokens
+        self.choices[0].completion_tokens = end.num_output_tokens
 
     def usage(self) -> bytes:
         return sse.event(dict(self.head, choices=[], usage=self._usage()))
@@ -119,4 +140,21 @@ async def chat_events(ctx: ChatContext, stream: AsyncIterator) -> AsyncIterator[
         for event in out.chunk(chunk):
             yield event
     if ctx.req.stream_options and ctx.req.stream_options.include_usage:
+        yield out.usage()
+
+
+async def encoded_chat_events(out: ChatStream, stream: AsyncIterator) -> AsyncIterator[bytes]:
+    """The events of an encodable chat completion (ChatStream.encodable), from
+    GenerationService.events(): the backend's events as they are, the usage from the end."""
+    for event in out.opening():
+        yield event
+    async for item in stream:
+        if isinstance(item, bytes):
+            yield item
+        elif isinstance(item, FeedEnd):
+            out.end(item)
+        else:  # the backend answered on the request itself
+            for event in out.chunk(item):
+                yield event
+    if out.ctx.req.stream_options and out.ctx.req.stream_options.include_usage:
         yield out.usage()

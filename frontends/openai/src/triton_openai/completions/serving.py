@@ -16,6 +16,7 @@ from ..logprobs import completion_logprobs, merge_completion_logprobs
 from ..prompts import Prompt
 from ..request_ids import request_id
 from ..responses import event_stream_response, json_response, usage
+from ..triton.feed import FeedEnd
 from ..triton.vllm_contract import GENERATE
 from .protocol import CompletionRequest
 
@@ -73,6 +74,12 @@ class CompletionsServing:
 
         rid = request_id("cmpl")
         created = int(time.time())
+        if req.stream and _encodable(req, prompts):
+            head = _head(rid, created, model.id)
+            encoded = await primed(self.gen.events(model, prompts[0], samplings[0],
+                                                   _template(head)))
+            return event_stream_response(
+                _encoded_events(req, head, prompts[0], encoded), encoded)
         stream = self.gen.run(model, prompts, samplings, req.stream,
                                req.logprobs is not None)
         if req.stream:
@@ -115,7 +122,7 @@ class CompletionsServing:
 
     async def _events(self, req, model_id, rid, created, prompts, stream) -> AsyncIterator[bytes]:
         n = req.n
-        head = {"id": rid, "object": "text_completion", "created": created, "model": model_id}
+        head = _head(rid, created, model_id)
         in_tokens = [p.num_tokens or 0 for p in prompts]
         out_tokens = [0] * (len(prompts) * n)
         offsets = [0] * len(out_tokens)
@@ -148,3 +155,44 @@ class CompletionsServing:
                 yield sse.event(body)
         if req.stream_options and req.stream_options.include_usage:
             yield sse.event(dict(head, choices=[], usage=usage(sum(in_tokens), sum(out_tokens))))
+
+
+def _head(rid: str, created: int, model_id: str) -> dict:
+    return {"id": rid, "object": "text_completion", "created": created, "model": model_id}
+
+
+def _encodable(req: CompletionRequest, prompts: list[Prompt]) -> bool:
+    """Whether the backend can write the stream's events itself: one prompt, one choice,
+    no echo, no logprobs, usage only at the end."""
+    continuous = bool(req.stream_options and req.stream_options.usage_in_every_chunk)
+    return (len(prompts) == 1 and req.n == 1 and not req.echo and req.logprobs is None
+            and not continuous)
+
+
+def _template(head: dict) -> tuple[str, str, str]:
+    body = dict(head, choices=[{"index": 0, "text": "", "logprobs": None,
+                                "finish_reason": None}])
+    return sse.template(body, ("choices", 0, "text"), ("choices", 0, "finish_reason"))
+
+
+async def _encoded_events(req: CompletionRequest, head: dict, prompt: Prompt,
+                          stream: AsyncIterator) -> AsyncIterator[bytes]:
+    """An encodable stream's events (_encodable): the backend's as they are, then usage."""
+    in_tokens, out_tokens = prompt.num_tokens or 0, 0
+    async for item in stream:
+        if isinstance(item, bytes):
+            yield item
+        elif isinstance(item, FeedEnd):
+            in_tokens = prompt.num_tokens or item.num_input_tokens
+            out_tokens = item.num_output_tokens
+        else:  # the backend answered on the request itself
+            if item.num_input_tokens is not None:
+                in_tokens = item.num_input_tokens
+            for d in item.choices:
+                out_tokens += d.num_output_tokens or 0
+                if d.text or d.finish_reason:
+                    yield sse.event(dict(head, choices=[{
+                        "index": 0, "text": d.text, "logprobs": None,
+                        "finish_reason": d.finish_reason}]))
+    if req.stream_options and req.stream_options.include_usage:
+        yield sse.event(dict(head, choices=[], usage=usage(in_tokens, out_tokens)))

@@ -191,13 +191,19 @@ class TritonClient(Protocol):
 
     async def list_models(self) -> list[ModelInfo]: ...
 
+    # Whether stream_infer passes `parameters` and BYTES outputs as they are, which a
+    # feed needs (feed.py).
+    carries_feeds: bool
+
     def stream_infer(
-        self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str
+        self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str,
+        parameters: dict[str, str] | None = None,
     ) -> AsyncIterator[InferResponse]:
         """Send one request to a decoupled model and yield its responses.
 
-        The iterator ends after the response flagged final.  Closing it early (a
-        client that went away) must cancel the request in Triton.
+        `parameters`: the request's parameters (strings).  The iterator ends after the
+        response flagged final.  Closing it early (a client that went away) must cancel
+        the request in Triton.
         """
         ...
 

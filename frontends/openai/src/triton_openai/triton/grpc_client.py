@@ -58,6 +58,8 @@ def _is_final(infer_response) -> bool:
 
 
 class GrpcTritonClient:
+    carries_feeds = True
+
     def __init__(self, url: str, credentials: TritonCredentials | None = None):
         self.url = url
         credentials = credentials or TritonCredentials()
@@ -106,9 +108,12 @@ class GrpcTritonClient:
             raise _rpc_error(err) from None
 
     async def stream_infer(
-        self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str
+        self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str,
+        parameters: dict[str, str] | None = None,
     ) -> AsyncIterator[InferResponse]:
         request = service_pb2.ModelInferRequest(model_name=model, id=request_id)
+        for name, value in (parameters or {}).items():
+            request.parameters[name].string_param = value
         # Ask Triton to flag the last response, even when the model sends it empty.
         request.parameters["triton_enable_empty_final_response"].bool_param = True
         for tensor in inputs:

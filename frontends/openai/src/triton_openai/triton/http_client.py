@@ -199,6 +199,10 @@ def _status_error(status: int, body: bytes) -> TritonError:
 
 
 class HttpTritonClient:
+    # A feed's records come as one JSON array of strings per engine step: one parse (in
+    # msgspec) for all the streams of the step, not one per stream and token.
+    carries_feeds = True
+
     def __init__(self, url: str, credentials: TritonCredentials | None = None):
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme != "http" or not parts.hostname:
@@ -353,12 +357,15 @@ class HttpTritonClient:
         return models
 
     async def stream_infer(
-        self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str
+        self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str,
+        parameters: dict[str, str] | None = None,
     ) -> AsyncIterator[InferResponse]:
         # The generate extension takes inputs as JSON fields and returns every output the
         # model produced (the vLLM backend produces the ones its return_* inputs ask for).
         del outputs
-        body = {"id": request_id}
+        body: dict = {"id": request_id}
+        if parameters:
+            body["parameters"] = dict(parameters)
         for tensor in inputs:
             body[tensor.name] = _json_value(tensor)
         path = f"/v2/models/{quote(model)}/generate_stream"

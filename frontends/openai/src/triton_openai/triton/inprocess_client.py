@@ -159,6 +159,8 @@ def _shim_path() -> str:
 class InProcessTritonClient:
     """The TritonClient protocol, served by a Triton that runs in this process."""
 
+    carries_feeds = True
+
     def __init__(self, settings: ServerSettings):
         self.settings = settings
         self._capi = capi.load(settings.library)
@@ -431,9 +433,11 @@ class InProcessTritonClient:
                 log.debug("cancel failed: %s", err.message)
 
     def stream_infer(
-        self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str
+        self, model: str, inputs: list[Tensor], outputs: list[str], request_id: str,
+        parameters: dict[str, str] | None = None,
     ) -> AsyncIterator[InferResponse]:
-        return self._responses(model, request_id, inputs, outputs, {}, abort=True)
+        return self._responses(model, request_id, inputs, outputs, dict(parameters or {}),
+                               abort=True)
 
     async def _responses(self, model: str, request_id: str, inputs: list[Tensor],
                          outputs: list[str], parameters: dict, *, abort: bool

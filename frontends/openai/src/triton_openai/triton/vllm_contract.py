@@ -31,6 +31,19 @@ POOLING = "pooling"
 # --- abort: a request whose parameter of this name holds the Triton id to stop -------
 ABORT_PARAMETER = "vllm_abort_request_id"
 
+# --- feeds: every stream of a model on one request, events encoded by the backend -----
+# (the backend's feed.py).  A request with FEED_OPEN_PARAMETER = a feed's id (32 hex
+# digits) opens it; a streaming request with FEED_PARAMETER, FEED_KEY_PARAMETER and
+# FEED_EVENT_PARAMETER (JSON: the text before an event's text, between it and the finish
+# reason, and after) goes out on it as records of text_output: key, then FEED_DATA + an
+# event's bytes, or FEED_END + JSON of the finish reason and token counts.
+FEED_OPEN_PARAMETER = "vllm_feed_open"
+FEED_PARAMETER = "vllm_feed"
+FEED_KEY_PARAMETER = "vllm_feed_key"
+FEED_EVENT_PARAMETER = "vllm_feed_event"
+FEED_DATA = b"d"
+FEED_END = b"e"
+
 # --- health: a request whose parameter of this name is true generates nothing ----------
 # The model answers it at once: an empty final response while its engine runs, an
 # UNAVAILABLE error whose text holds DEAD_PHRASE once the engine died (the backend's
