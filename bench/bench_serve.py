@@ -68,11 +68,11 @@ def num_prompts(concurrency: int, asked: int | None = None) -> int:
 
 
 def bench_args(*, base_url: str, tokenizer: str, concurrency: int, prompts: int,
-               result_dir: str, result_file: str) -> list[str]:
+               result_dir: str, result_file: str, input_len: int = INPUT_LEN) -> list[str]:
     """`vllm bench serve`'s arguments for one level (after the `vllm` command)."""
     return ["bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
             "--base-url", base_url, "--model", MODEL, "--tokenizer", tokenizer,
-            "--dataset-name", "random", "--random-input-len", str(INPUT_LEN),
+            "--dataset-name", "random", "--random-input-len", str(input_len),
             "--random-output-len", str(OUTPUT_LEN), "--ignore-eos",
             "--num-prompts", str(prompts), "--max-concurrency", str(concurrency),
             "--num-warmups", str(concurrency),
@@ -105,14 +105,15 @@ def _run(argv: list[str], what: str) -> None:
 class HostClient:
     """This environment's `vllm` (the one setup_host.sh makes), on the published port."""
 
-    def __init__(self, vllm: str, tokenizer: str):
-        self.vllm, self.tokenizer = vllm, tokenizer
+    def __init__(self, vllm: str, tokenizer: str, input_len: int = INPUT_LEN):
+        self.vllm, self.tokenizer, self.input_len = vllm, tokenizer, input_len
 
     def run(self, box: Container, concurrency: int, prompts: int) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             _run([self.vllm, *bench_args(base_url=box.urls["openai"], tokenizer=self.tokenizer,
                                          concurrency=concurrency, prompts=prompts,
-                                         result_dir=tmp, result_file="result.json")],
+                                         result_dir=tmp, result_file="result.json",
+                                         input_len=self.input_len)],
                  "vllm bench serve")
             return read_result((Path(tmp) / "result.json").read_text())
 
@@ -120,15 +121,16 @@ class HostClient:
 class ImageClient:
     """The container's own `vllm`, by docker exec, on the server's port inside it."""
 
-    def __init__(self, tokenizer: str):
-        self.tokenizer = tokenizer
+    def __init__(self, tokenizer: str, input_len: int = INPUT_LEN):
+        self.tokenizer, self.input_len = tokenizer, input_len
 
     def run(self, box: Container, concurrency: int, prompts: int) -> dict:
         name = f"c{concurrency}.json"
         _run([DOCKER, "exec", box.id, "vllm",
               *bench_args(base_url=f"http://127.0.0.1:{OPENAI_PORT}", tokenizer=self.tokenizer,
                           concurrency=concurrency, prompts=prompts,
-                          result_dir=RESULT_DIR_IN_IMAGE, result_file=name)],
+                          result_dir=RESULT_DIR_IN_IMAGE, result_file=name,
+                          input_len=self.input_len)],
              "vllm bench serve in the container")
         return read_result(docker("exec", box.id, "cat", f"{RESULT_DIR_IN_IMAGE}/{name}").stdout)
 
@@ -238,6 +240,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--concurrency", default="1,16,64",
                    help="--max-concurrency levels, comma-separated (default %(default)s)")
+    p.add_argument("--input-len", type=int, default=INPUT_LEN, metavar="TOKENS",
+                   help="random prompts' length (default %(default)s; longer prompts make "
+                        "the engine the slower part)")
     p.add_argument("--num-prompts", type=int, default=None,
                    help="requests per level (default max(16, 4 x concurrency))")
     p.add_argument("--ours-env", action="append", default=[], metavar="KEY=VALUE",
@@ -262,13 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     model_json = image_model_json(args.image)
     tokenizer = str(model_json.get("tokenizer") or model_json["model"])
     if args.client == "image":
-        runs = measure(args, ImageClient(tokenizer), levels, model_json)
+        runs = measure(args, ImageClient(tokenizer, args.input_len), levels, model_json)
     else:
         vllm = Path(sys.executable).parent / "vllm"
         if not vllm.is_file():
             p.error(f"no {vllm}: run with setup_host.sh's Python, or --client image")
         with tokenizer_from(args.image, tokenizer) as local:
-            runs = measure(args, HostClient(str(vllm), local), levels, model_json)
+            runs = measure(args, HostClient(str(vllm), local, args.input_len), levels, model_json)
     rows = summarize(runs)
     print(table(rows))
     print(f"\n{ready_line(runs)}; medians over {args.rounds} round(s) (lowest-highest), "

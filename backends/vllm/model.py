@@ -175,7 +175,9 @@ class TritonPythonModel:
         self._sampling_fields = set(SamplingParams.__struct_fields__)
         # A vLLM without per-request stream intervals (the GPU image's 0.11) streams every
         # token, as before.
-        self._max_interval = max_interval if "stream_interval" in self._sampling_fields else 1
+        if "stream_interval" in self._sampling_fields:
+            self._max_interval = max_interval
+            self._lag = coalesce.LagMeter(max_interval)
         self._max_delay = max_delay
         if self.runner == io_spec.GENERATE and engine_config.bool_setting(
                 parameters, "ENGINE_WARMUP", default=True):
@@ -212,9 +214,8 @@ class TritonPythonModel:
         # lets go of the request object, the Python backend releases the request in
         # Triton, and a client that leaves after that is never flagged as cancelled.
         self._requests = RequestsInFlight()
-        self._streams = 0  # streaming requests in flight, counted on the loop
-        self._recent_streams = coalesce.RecentPeak()
         self._pace = coalesce.TokenPace()  # told by the streams, on the loop
+        self._lag = coalesce.LagMeter(1)  # told by the streams, on the loop
         self._max_interval, self._max_delay = 1, None
         self._feeds = feed.Feeds()  # on the loop
         self._death: BaseException | None = None  # what the engine died of
@@ -383,21 +384,26 @@ class TritonPythonModel:
         if not job.stream:
             await self._generate_outputs(job, sender)
             return
+        # One token a response unless the stub falls behind the engine (see coalesce.py);
+        # a client's own stream_interval is kept, and vLLM streams at least its
+        # --stream-interval's.
+        if self._max_interval > 1 and job.sampling.stream_interval is None:
+            job.sampling.stream_interval = self._lag.next_interval(
+                self._pace.seconds_per_token, self._max_delay)
         to = self._feeds.get(job.delivery.feed_id) if job.delivery is not None else None
         if to is not None:
             await self._generate_to_feed(job, sender, to)
-            return
-        self._streams += 1
-        try:
-            # Under load, more tokens per response (see coalesce.py); a client's own
-            # stream_interval is kept as it asked.
-            if self._max_interval > 1 and job.sampling.stream_interval is None:
-                load = self._recent_streams.observe(self._streams, self._loop.time())
-                job.sampling.stream_interval = coalesce.interval_for(
-                    load, self._max_interval, self._pace.seconds_per_token, self._max_delay)
+        else:
             await self._generate_outputs(job, sender)
-        finally:
-            self._streams -= 1
+
+    def _observe(self, result, sampling, sent_at: float | None) -> float:
+        """Tell the pace and the lag of a streamed output; the time it was handled."""
+        now = self._loop.time()
+        tokens = outputs.new_tokens(result)
+        if sent_at is not None:
+            self._pace.observe(now - sent_at, tokens)
+        self._lag.observe(tokens, sampling.stream_interval or 1)
+        return now
 
     async def _generate_outputs(self, job: GenerateJob, sender):
         sampling = job.sampling
@@ -413,10 +419,7 @@ class TritonPythonModel:
                 break
             last = result
             if job.stream and not result.finished:
-                now = self._loop.time()
-                if sent_at is not None:
-                    self._pace.observe(now - sent_at, outputs.new_tokens(result))
-                sent_at = now
+                sent_at = self._observe(result, sampling, sent_at)
                 self._send(sender, outputs.generate_outputs(result, sampling.n, job.wanted))
         if last is None or self._requests.is_cancelled(job.id):
             # Cancelled before the end: nobody is listening, only Triton needs the flag.
@@ -430,12 +433,14 @@ class TritonPythonModel:
         """A stream whose text goes out on a feed, each step's as its client's event
         (feed.py); the request's own answer is an empty final response."""
         key, template = job.delivery.key, job.delivery.template
-        tokens, finish, prompt_tokens = 0, None, 0
+        tokens, finish, prompt_tokens, sent_at = 0, None, 0, None
         async for result in self.engine.generate(job.prompt, job.sampling, job.id,
                                                  lora_request=job.lora_request,
                                                  priority=job.priority):
             if self._requests.is_cancelled(job.id):
                 break
+            if not result.finished:
+                sent_at = self._observe(result, job.sampling, sent_at)
             for o in result.outputs:
                 tokens += len(o.token_ids)
                 finish = None if o.finish_reason is None else str(o.finish_reason)

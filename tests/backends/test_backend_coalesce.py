@@ -1,4 +1,4 @@
-"""How many tokens a streamed response carries under load, and its setting."""
+"""How many tokens a streamed response carries: the lag it is measured from, and its settings."""
 
 from __future__ import annotations
 
@@ -7,29 +7,46 @@ from triton_vllm_backend import coalesce
 from triton_vllm_backend.engine_config import ConfigError
 
 
-@pytest.mark.parametrize(("streams", "largest", "expected"), [
-    (1, 8, 1), (4, 8, 1), (5, 8, 2), (6, 8, 3), (8, 8, 5), (11, 8, 8), (16, 8, 8),
-    (64, 8, 8), (64, 4, 4), (64, 1, 1), (0, 8, 1)])
-def test_the_interval_grows_with_the_streams_in_flight(streams, largest, expected):
-    assert coalesce.interval_for(streams, largest) == expected
+def test_a_stub_that_keeps_up_streams_every_token_whatever_the_load():
+    lag = coalesce.LagMeter(16)
+    for _ in range(1000):  # responses of any number of streams, each what it asked for
+        lag.observe(1, 1)
+        assert lag.next_interval() == 1
 
 
-@pytest.mark.parametrize(("streams", "expected"), [(8, 5), (16, 13), (18, 15), (19, 16), (64, 16)])
-def test_the_default_maximum_is_reached_from_19_streams(streams, expected):
-    assert coalesce.interval_for(streams, coalesce.max_interval({}, {})) == expected
+def test_the_interval_grows_with_the_lag_up_to_the_largest():
+    lag = coalesce.LagMeter(8, weight=0.5)
+    lag.observe(3, 1)  # two tokens more than asked: vLLM merged what waited for the stub
+    lag.observe(3, 1)
+    assert lag.extra == pytest.approx(1.5)
+    assert lag.next_interval() == 3
+    assert lag.next_interval() == 5
+    for _ in range(5):
+        lag.next_interval()
+    assert lag.next_interval() == 8
+
+
+def test_once_the_stub_catches_up_the_interval_comes_back_down_a_token_a_stream():
+    lag = coalesce.LagMeter(8, weight=0.5)
+    lag.interval = 6
+    for _ in range(10):
+        lag.observe(6, 6)  # each response what it asked for: no lag
+    assert [lag.next_interval() for _ in range(7)] == [5, 4, 3, 2, 1, 1, 1]
 
 
 @pytest.mark.parametrize(("seconds_per_token", "max_delay", "expected"), [
-    (None, 0.150, 16),  # no pace seen yet: the load alone
+    (None, 0.150, 16),  # no pace seen yet: the lag alone
     (0.005, None, 16),  # no bound
-    (0.005, 0.150, 16),  # 31 tokens would fit: the load's 16
+    (0.005, 0.150, 16),  # 31 tokens would fit
     (0.010, 0.150, 16),  # 15 more tokens fit in 150 ms
     (0.020, 0.150, 8),
     (0.040, 0.150, 4),  # a slow engine: 3 more tokens, 120 ms
     (0.200, 0.150, 1),  # slower than the bound: every token as it comes
 ])
 def test_a_response_waits_no_longer_than_the_delay_bound(seconds_per_token, max_delay, expected):
-    assert coalesce.interval_for(64, 16, seconds_per_token, max_delay) == expected
+    lag = coalesce.LagMeter(16)
+    lag.interval, lag.extra = 16, 1.0  # far behind
+    assert lag.next_interval(seconds_per_token, max_delay) == expected
 
 
 def test_the_pace_is_a_moving_average_of_the_gaps_per_token():
@@ -68,24 +85,3 @@ def test_a_bad_setting_is_a_config_error(setting, read, hint, value):
     with pytest.raises(ConfigError) as raised:
         read({setting: {"string_value": value}}, {})
     assert str(raised.value) == message
-
-
-def test_the_load_is_the_recent_peak_so_a_wave_s_first_streams_share_in_it():
-    peak = coalesce.RecentPeak(window=1.0)
-    # A wave of 16 streams starts, one after the other.
-    assert [peak.observe(n, 0.0 + n / 1000) for n in range(1, 17)] == list(range(1, 17))
-    # It ends; the next wave's first streams start with few others in flight.
-    assert peak.observe(1, 0.9) == 16
-    assert peak.observe(2, 1.2) == 16  # a new window: the last one's peak still counts
-    assert peak.observe(1, 1.9) == 16
-    # Two windows later, the old peak is gone.
-    assert peak.observe(1, 2.3) == 2
-    assert peak.observe(1, 3.4) == 1
-
-
-def test_after_a_quiet_spell_a_lone_stream_gets_every_token():
-    peak = coalesce.RecentPeak(window=1.0)
-    assert peak.observe(16, 0.0) == 16
-    # Nothing started for more than two windows: the peak does not carry over.
-    assert peak.observe(1, 2.5) == 1
-    assert coalesce.interval_for(peak.observe(1, 2.6), 8) == 1

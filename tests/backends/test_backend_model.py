@@ -19,7 +19,7 @@ from pathlib import Path
 import fake_pb_utils as pb
 import numpy as np
 import pytest
-from triton_vllm_backend import feed, io_spec, params
+from triton_vllm_backend import coalesce, feed, io_spec, params
 from vllm_fakes import Choice, Pooled, PoolingResult, Result
 
 MODEL_PY = Path(__file__).resolve().parents[2] / "backends" / "vllm" / "model.py"
@@ -415,32 +415,50 @@ def test_a_request_still_running_at_unload_gets_an_error_not_a_silent_end(serve,
 
 
 
-def test_streams_carry_more_tokens_per_response_as_more_streams_run(serve):
+def test_streams_get_every_token_until_the_stub_falls_behind(serve):
     model = serve(FakeEngine(steps=("x",), hold=True))
     model._max_interval = 4
-    streams = [generate_request(f"s{i}") for i in range(6)]
+    model._lag = coalesce.LagMeter(4)
+    first = [generate_request(f"s{i}") for i in range(3)]
+    model.execute(first)
+    _wait_for(lambda: len(model.engine.intervals) == 3)
+    # Many streams, no lag: every token as it comes.
+    assert model.engine.intervals == [1, 1, 1]
+    # Responses that bring more than they asked for: the stub fell behind.
+    for _ in range(100):
+        model._lag.observe(3, 1)
+    later = [generate_request(f"t{i}") for i in range(3)]
     whole = generate_request("w", stream=False)
     own = generate_request("own", sampling_parameters=text('{"stream_interval": 1}'))
-    model.execute([*streams, whole, own])
+    model.execute([*later, whole, own])
     _wait_for(lambda: len(model.engine.intervals) == 8)
-    # The first four streams get every token, the fifth two at a time, the sixth three;
-    # a complete answer is not a stream; a client's own interval is kept.
-    assert model.engine.intervals == [1, 1, 1, 1, 2, 3, None, 1]
+    # A complete answer is not a stream; a client's own interval is kept.
+    assert model.engine.intervals[3:] == [3, 4, 4, None, 1]
     model._run(model.engine.abort(["all"]))
-    for request in [*streams, own]:
+    for request in [*first, *later, own]:
         request.sender.wait()
-    assert model._streams == 0
+
+
+def test_responses_that_bring_what_they_asked_for_say_the_stub_keeps_up(serve):
+    model = serve(FakeEngine(steps=("a", "b", "c")))
+    model._max_interval = 4
+    model._lag = coalesce.LagMeter(4)
+    request = generate_request()
+    model.execute([request])
+    request.sender.wait()
+    assert model._lag.extra == 0
 
 
 def test_a_slow_engine_keeps_responses_within_the_delay_bound(serve):
     model = serve(FakeEngine(steps=("x",), hold=True))
     model._max_interval, model._max_delay = 16, 0.030
+    model._lag = coalesce.LagMeter(16)
+    model._lag.extra, model._lag.interval = 10, 8  # far behind
     model._pace.seconds_per_token = 0.020  # one more token fits in 30 ms
-    streams = [generate_request(f"s{i}") for i in range(8)]
+    streams = [generate_request(f"s{i}") for i in range(3)]
     model.execute(streams)
-    _wait_for(lambda: len(model.engine.intervals) == 8)
-    # The load alone would give the sixth to eighth three, four and five tokens a response.
-    assert model.engine.intervals == [1, 1, 1, 1, 2, 2, 2, 2]
+    _wait_for(lambda: len(model.engine.intervals) == 3)
+    assert model.engine.intervals == [2, 2, 2]
     model._run(model.engine.abort(["all"]))
     for request in streams:
         request.sender.wait()

@@ -333,3 +333,12 @@ def test_help_exits_with_its_own_status_and_writes_nothing(tmp_path, model_dir, 
         serve.EXIT_HELP_ONLY
     assert "usage: serve MODEL" in capsys.readouterr().out
     assert not out.exists()
+
+
+
+def test_stream_interval_is_vllms_engine_flag(parser, model_dir):
+    """vLLM's --stream-interval is an engine argument: its engine streams at least that
+    many tokens a response, whatever interval the backend asks for (coalesce.py)."""
+    files, frontend = generated([SAMPLE_MODEL, "--stream-interval", "13"], parser, model_dir)
+    assert json.loads(files["tiny-llama/1/model.json"])["stream_interval"] == 13
+    assert frontend == []

@@ -1,54 +1,48 @@
-"""How many tokens a streamed response carries, from the load the model instance is under.
+"""How many tokens a streamed response carries: one, unless the stub falls behind the
+engine, or as many as the model's fixed interval says.
 
 Every streamed response costs the same CPU on each hop past the engine (a pb_utils
-response and a shared-memory round trip in the stub, an HTTP/gRPC event in tritonserver,
-an SSE event in the frontend) whatever it carries.  Under load those hops, not the
-engine, cap the tokens per second one instance can stream; so the more streams run at
-once, the more tokens each response carries, through vLLM's per-request
-`SamplingParams.stream_interval`: vLLM then hands out a stream's first token at once, its
-last with the end, and the ones between `interval` at a time.  Alone, or with a few
-others, a stream still gets every token as it comes.
-
-The load is the most streams in flight over the last second or two, not the count at
-the moment a stream starts: under a closed-loop load (a benchmark's fixed concurrency,
-clients that send again as soon as an answer ends) streams start and end in waves, and
-the first streams of each wave would otherwise see an idle instance and take every token
-alone, though the wave fills up a few milliseconds later.
+response and a shared-memory round trip in the stub, an HTTP/gRPC event in tritonserver)
+whatever it carries.  Streams on a feed (feed.py) share those costs per engine step;
+those on their own requests (Triton's KServe clients) pay them per response.  When they
+cost more than the host has, the stub falls behind the engine, and vLLM merges the
+deltas waiting for it: a response then brings more tokens than its stream asked for.
+That excess is the lag measured here (LagMeter), not the number of streams: while
+responses bring what they asked for, the interval comes back down a token per new
+stream, so a host with CPU to spare streams every token as it comes, and one whose engine
+is the slower part never coalesces at all.  A stream's interval is vLLM's per-request
+`SamplingParams.stream_interval`: vLLM then hands out its first token at once, its last
+with the end, and the ones between `interval` at a time.
 
 A token that waits for the others of its response is late by the engine's time per token
 for each of them, so the interval is also held to what fits in a delay bound at the pace
-the engine has lately produced tokens at: on a machine where a step takes 40 ms, eight
-tokens a response would hold text back for 280 ms, where at 5 ms they cost 35.
+the engine has lately produced tokens at (TokenPace): on a machine where a step takes
+40 ms, eight tokens a response would hold text back for 280 ms, where at 5 ms they cost 35.
 
-Pure (no Triton, no vLLM): model.py asks it once per streaming request, and tells the
-pace each streamed response it sends.
+vLLM's own `--stream-interval` (model.json's "stream_interval", `serve --stream-interval N`)
+is the least any stream gets, as with `vllm serve`: vLLM takes the larger of it and a
+request's.  A request's own `stream_interval` is always kept.
+
+Pure (no Triton, no vLLM): model.py asks it once per streaming request, and tells it of
+each streamed response it sends.
 """
 
 from __future__ import annotations
 
 from .engine_config import whole_number_setting
 
-# The config.pbtxt parameter (or environment variable) with the largest interval; 1 turns
-# the coalescing off.
+# The config.pbtxt parameter (or environment variable) with the largest interval that
+# the lag may bring; 1 turns the coalescing off.
 MAX_INTERVAL_SETTING = "STREAM_INTERVAL_MAX"
 DEFAULT_MAX_INTERVAL = 16
 # The config.pbtxt parameter (or environment variable) with the longest a token may wait
 # for the others of its response, in milliseconds.
 MAX_DELAY_SETTING = "STREAM_INTERVAL_MAX_DELAY_MS"
 DEFAULT_MAX_DELAY_MS = 150
-# Up to this many streams in flight (a stream itself included), every token goes out as
-# it comes: an instance this lightly loaded has CPU to spare for each.  Past that, each
-# further stream adds a token to each response: 5 streams get two tokens at a time, 8
-# five, 16 thirteen, 19 and more sixteen (with the default maximum, and as far as the
-# delay bound allows).
-# Measured on 2 cores: at 16 streams, in one container, 4 -> 8 tokens a response took
-# tritonserver from 91 to 62 us of CPU per token, the frontend from 109 to 78 and the
-# stub from 256 to 214; at 64 streams, up to 16 tokens rather than 8 took the serving
-# side from 161 to 131 us per token and chat from 0.81x to 1.07x vLLM's tokens/s; at 8
-# and 16 streams, a token more per extra stream rather than per two gave 8% and 10% more
-# tokens/s, with lower TTFT and TPOT (backends/vllm/README.md, "Where a streamed token's
-# CPU goes").
-FREE_STREAMS = 4
+# Extra tokens per response (over what the stream asked for), on average over the recent
+# responses, past which new streams get a larger interval, and under which a smaller one.
+BEHIND = 0.5
+CAUGHT_UP = 0.1
 
 
 def max_interval(params: dict, env: dict) -> int:
@@ -66,24 +60,36 @@ def max_delay_s(params: dict, env: dict) -> float:
                                 "milliseconds") / 1000
 
 
-class RecentPeak:
-    """The most streams in flight seen over the last `window` to 2 x `window` seconds."""
+class LagMeter:
+    """How far behind the engine the stub's streamed responses are, and the interval that
+    new streams get from it."""
 
-    def __init__(self, window: float = 1.0):
-        self._window = window
-        self._since = float("-inf")  # when the current window began
-        self._current = 0  # the peak of the current window
-        self._previous = 0  # the peak of the window before it
+    def __init__(self, largest: int, weight: float = 0.05):
+        self._largest = largest
+        self._weight = weight
+        self.extra = 0.0  # extra tokens per response, a moving average
+        self.interval = 1  # what the next stream gets, before the delay bound
 
-    def observe(self, streams_in_flight: int, now: float) -> int:
-        """Note the streams in flight now; the recent peak, this count included."""
-        if now - self._since >= self._window:
-            # A window with no stream started at all leaves no peak to carry over.
-            recent = now - self._since < 2 * self._window
-            self._previous = self._current if recent else 0
-            self._current, self._since = 0, now
-        self._current = max(self._current, streams_in_flight)
-        return max(self._current, self._previous)
+    def observe(self, tokens: int, asked: int) -> None:
+        """A streamed response with `tokens` new tokens, of a stream that asked for
+        `asked` a response."""
+        if tokens < 1:
+            return
+        self.extra += self._weight * (max(0, tokens - asked) - self.extra)
+
+    def next_interval(self, seconds_per_token: float | None = None,
+                      max_delay: float | None = None) -> int:
+        """The interval of a stream that starts now: larger by the lag while responses
+        bring more than they ask for, a token smaller while they do not."""
+        if self.extra > BEHIND:
+            self.interval = min(self._largest, self.interval + max(1, round(self.extra)))
+        elif self.extra < CAUGHT_UP:
+            self.interval = max(1, self.interval - 1)
+        interval = self.interval
+        if seconds_per_token and max_delay is not None:
+            # A response's first token waits for the interval's other tokens.
+            interval = min(interval, 1 + int(max_delay / seconds_per_token))
+        return max(1, interval)
 
 
 class TokenPace:
@@ -104,15 +110,3 @@ class TokenPace:
             self.seconds_per_token = pace
         else:
             self.seconds_per_token += self._weight * (pace - self.seconds_per_token)
-
-
-def interval_for(streams_in_flight: int, largest: int, seconds_per_token: float | None = None,
-                 max_delay: float | None = None) -> int:
-    """Tokens per response for a stream that starts with `streams_in_flight` streams
-    running, itself included; at most what keeps the response's first token from waiting
-    longer than `max_delay` seconds at `seconds_per_token` (both known)."""
-    interval = min(largest, 1 + max(0, streams_in_flight - FREE_STREAMS))
-    if seconds_per_token and max_delay is not None:
-        # A response's first token waits for the interval's other tokens.
-        interval = min(interval, 1 + int(max_delay / seconds_per_token))
-    return max(1, interval)
