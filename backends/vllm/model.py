@@ -434,29 +434,34 @@ class TritonPythonModel:
         (feed.py); the request's own answer is an empty final response."""
         key, template = job.delivery.key, job.delivery.template
         tokens, finish, prompt_tokens, sent_at = 0, None, 0, None
-        async for result in self.engine.generate(job.prompt, job.sampling, job.id,
-                                                 lora_request=job.lora_request,
-                                                 priority=job.priority):
-            if self._requests.is_cancelled(job.id):
-                break
-            if not result.finished:
-                sent_at = self._observe(result, job.sampling, sent_at)
-            for o in result.outputs:
-                tokens += len(o.token_ids)
-                finish = None if o.finish_reason is None else str(o.finish_reason)
-                if o.text or finish is not None:
-                    to.put(key, feed.DATA + template.event(o.text, finish))
-            if result.finished:
-                prompt_tokens = len(result.prompt_token_ids or ())
-                to.put(key, feed.end_record(finish, prompt_tokens, tokens))
-                # Out before the final response: the client ends the stream on the record.
-                to.flush()
+        to.streams += 1
+        try:
+            async for result in self.engine.generate(job.prompt, job.sampling, job.id,
+                                                     lora_request=job.lora_request,
+                                                     priority=job.priority):
+                if self._requests.is_cancelled(job.id):
+                    break
+                if not result.finished:
+                    sent_at = self._observe(result, job.sampling, sent_at)
+                for o in result.outputs:
+                    tokens += len(o.token_ids)
+                    finish = None if o.finish_reason is None else str(o.finish_reason)
+                    if o.text or finish is not None:
+                        to.put(key, feed.DATA + template.event(o.text, finish))
+                if result.finished:
+                    prompt_tokens = len(result.prompt_token_ids or ())
+                    to.put(key, feed.end_record(finish, prompt_tokens, tokens))
+                    # Out before the final response: the client ends the stream on it.
+                    to.flush()
+        finally:
+            to.streams -= 1
+            to.idle_since = self._loop.time()
         self._send(sender, None, final=True)
 
     def _open_feed(self, feed_id: str, request, sender):
         """On the loop: open a feed (feed.py), answered at once with an empty response."""
         opened = feed.Feed((request, sender), lambda records: self._send_records(sender, records),
-                           self._loop.call_soon)
+                           self._loop.call_soon, self._loop.time())
         try:
             self._feeds.open(feed_id, opened)
         except feed.FeedError as e:
@@ -467,13 +472,14 @@ class TritonPythonModel:
     def _send_records(self, sender, records: list[bytes]):
         self._send(sender, {"text_output": np.array(records, dtype=np.object_)})
 
-    def _close_feeds(self, message: str | None = None, only_cancelled: bool = False):
-        """End the feeds whose client went away (or all): a final response, or `message`
-        as their error."""
+    def _close_feeds(self, message: str | None = None, only_unused: bool = False):
+        """End the feeds (with only_unused, those whose client went away or that carried
+        nothing for a while: feed.IDLE_S): a final response, or `message` as their error."""
+        now = self._loop.time()
         for feed_id, opened in self._feeds.items():
             _, sender = opened.held
             try:
-                if only_cancelled and not sender.is_cancelled():
+                if only_unused and not (opened.idle(now) or sender.is_cancelled()):
                     continue
                 self._feeds.close(feed_id)
                 opened.flush()
@@ -512,7 +518,7 @@ class TritonPythonModel:
                 if loop.time() >= next_ask:
                     next_ask = loop.time() + CANCEL_POLL_S
                     self._flag_cancelled()
-                    self._close_feeds(only_cancelled=True)
+                    self._close_feeds(only_unused=True)
                 await self._abort_cancelled()
             except Exception as e:  # noqa: BLE001 - log, and keep polling
                 self.logger.log_error(f"[vllm] cancellation check failed: {e!r}")
@@ -584,6 +590,8 @@ class TritonPythonModel:
         self.logger.log_error(f"[vllm] the engine of {self.model_name} died ({error!r}): "
                               f"answering UNAVAILABLE from now on")
         message = health.dead_message(self.model_name, error)
+        # A feed is a request in flight, which Triton waits for before it unloads the model.
+        self._close_feeds(message)
         for rid, (_, sender) in list(self._requests.running()):
             self._answered_dead.add(rid)
             try:

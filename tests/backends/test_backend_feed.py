@@ -80,3 +80,11 @@ def test_feeds_are_bounded_and_an_open_one_cannot_be_taken_over():
 def test_the_feeds_parameters_are_not_sampling_parameters():
     assert feed.sampling_of(on_feed()) is None
     assert json.loads(feed.sampling_of(json.dumps(on_feed(temperature=0)))) == {"temperature": 0}
+
+
+def test_a_feed_is_idle_once_it_carried_no_stream_for_idle_s():
+    opened = feed.Feed(None, print, print, now=10.0)
+    assert not opened.idle(10.0 + feed.IDLE_S / 2)
+    assert opened.idle(10.0 + feed.IDLE_S)
+    opened.streams = 1
+    assert not opened.idle(100.0)

@@ -664,3 +664,28 @@ def test_a_feed_whose_client_left_is_closed_and_unload_ends_the_rest(serve, mode
     model.finalize()
     message = staying.sender.wait()[-1].error.message()
     assert message.startswith("[unavailable]") and "unloading" in message
+
+
+def test_a_feed_that_carried_nothing_for_a_while_is_closed(serve, monkeypatch):
+    """An open feed is a request in flight, which Triton waits for before it unloads the
+    model: one whose client stopped sending streams must not hold a shutdown up."""
+    monkeypatch.setattr(feed, "IDLE_S", 0.3)
+    model = serve(FakeEngine(steps=("He", "llo")))
+    feed_request = open_feed(model)
+    stream = on_feed("s", "1")
+    model.execute([stream])
+    stream.sender.wait()
+    assert feed_request.sender.wait(timeout=5)[-1] is None  # ended, not failed
+    assert model._feeds.get(FEED_ID) is None
+    # A stream that names it now is answered on its own responses.
+    late = on_feed("t", "2")
+    model.execute([late])
+    assert texts(late.sender.wait()) == [[b"He"], [b"llo"]]
+
+
+def test_a_dead_engine_ends_the_feeds_with_unavailable(serve):
+    model = serve(FakeEngine(steps=("x",), hold=True))
+    feed_request = open_feed(model)
+    model.engine.die()
+    message = feed_request.sender.wait()[-1].error.message()
+    assert message.startswith("[unavailable]") and "cannot serve it" in message

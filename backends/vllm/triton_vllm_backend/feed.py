@@ -58,6 +58,11 @@ END = b"e"
 
 # Feeds one instance keeps open at once: each holds a request in Triton.
 MAX_FEEDS = 256
+# Seconds a feed that carries no stream stays open.  An open feed is a request in flight,
+# which Triton waits for before it unloads the model (its shutdown included): a client
+# that is gone, or a server that stops, must not keep it.  The client opens another when
+# a stream needs one.
+IDLE_S = 2.0
 _FEED_ID = re.compile(r"[0-9a-f]{32}")
 MAX_KEY_LENGTH = 64
 # The text around an event: an OpenAI chunk's head and tail are well under this.
@@ -154,11 +159,17 @@ class Feed:
     """One open feed: the records waiting for the next response, and what sends it."""
 
     def __init__(self, held: Any, send: Callable[[list[bytes]], None],
-                 schedule: Callable[[Callable[[], None]], Any]):
+                 schedule: Callable[[Callable[[], None]], Any], now: float = 0.0):
         self.held = held  # the feed's request and sender: it lives while they do
         self._send = send
         self._schedule = schedule
         self._records: list[bytes] = []
+        self.streams = 0  # streams being sent on it
+        self.idle_since = now  # when its last stream ended (or it opened)
+
+    def idle(self, now: float) -> bool:
+        """Whether it has carried no stream for IDLE_S seconds."""
+        return self.streams == 0 and now - self.idle_since >= IDLE_S
 
     def put(self, key: bytes, record: bytes) -> None:
         """Add a record; the first of a step schedules the response that carries them

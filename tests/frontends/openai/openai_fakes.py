@@ -232,9 +232,11 @@ class FeedingTriton(FakeTriton):
             yield InferResponse({"text_output": Tensor.bytes_("text_output", [])}, False)
             while True:
                 records = await queue.get()
-                if records is None:  # the feed ends
+                if records is None:  # the backend closes it (it carried nothing a while)
                     yield InferResponse({}, True)
                     return
+                if isinstance(records, TritonError):  # unloaded, the engine died
+                    raise records
                 yield InferResponse({"text_output": Tensor.bytes_("text_output", records)},
                                     False)
         delivery = feed.delivery_of(parameters)
@@ -260,7 +262,9 @@ class FeedingTriton(FakeTriton):
             queue.put_nowait([delivery.key, feed.end_record(finish, n_in, len(text_tokens))])
         yield InferResponse({}, True)
 
-    def end_feeds(self):
+    def end_feeds(self, error: TritonError | None = None):
+        """Close every feed: with `error` as a failure, else as the backend closes an idle
+        one."""
         for queue in self.feeds.values():
-            queue.put_nowait(None)
+            queue.put_nowait(error)
         self.feeds.clear()

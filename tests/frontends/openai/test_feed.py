@@ -117,16 +117,30 @@ def test_a_feed_that_ends_fails_its_streams_and_the_next_stream_opens_another(ma
             while not fed.feeds or fed.fed_streams == 0:
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0.1)
-            fed.end_feeds()  # the model unloaded, the server went away
+            fed.end_feeds(TritonError("[unavailable] the model is unloading", 503))
             cut = await pending
             again = await http.post("/v1/completions", json=COMPLETION)
             return cut, again
 
     cut, again = asyncio.run(main())
     events = json_until_done(cut.text)
-    assert events[-1]["error"]["message"].startswith("the feed of model")
+    assert "the model is unloading" in events[-1]["error"]["message"]
     assert _events(again)[-1]["usage"]["completion_tokens"] == 4
     assert fed.opens == 2
+
+
+def test_a_feed_the_backend_closed_while_idle_is_opened_again(make_client):
+    fed = FeedingTriton()
+    client = make_client(fake=fed)
+    first = _events(client.post("/v1/completions", json=COMPLETION))
+    fed.end_feeds()  # it carried no stream for a while
+
+    async def settle():
+        await asyncio.sleep(0.05)
+    client.portal.call(settle)  # the frontend reads the feed's end
+    second = _events(client.post("/v1/completions", json=COMPLETION))
+    assert first == second
+    assert fed.opens == 2 and fed.fed_streams == 2
 
 
 def test_no_stream_feeds_turns_the_feed_off(make_client):

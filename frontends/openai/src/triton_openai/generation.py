@@ -98,22 +98,16 @@ class GenerationService:
                 logprobs=logprobs))
         return reqs
 
-    async def events(self, model: ServedModel, prompt: Prompt, sampling: dict[str, Any],
-                     event: tuple[str, str, str]
-                     ) -> AsyncIterator[bytes | FeedEnd | GenerationChunk]:
+    def events(self, model: ServedModel, prompt: Prompt, sampling: dict[str, Any],
+               event: tuple[str, str, str]) -> AsyncIterator[bytes | FeedEnd | GenerationChunk]:
         """Stream one choice of one prompt as the client's events, encoded by the backend
         around `event` (the text before an event's text, between it and the finish reason,
-        and after: sse.template()); where no feed carries them, as chunks."""
+        and after: sse.template()); where no feed carries them, as chunks.  (Not a
+        generator of its own: each layer costs every event a hop.)"""
         req = self._requests(model, [prompt], [sampling], True, False)[0]
         if self.feeds is not None:
-            source = self.feeds.stream(req, event)
-        else:
-            source = vllm_io.generate(self.client, req)
-        try:
-            async for item in source:
-                yield item
-        finally:
-            await source.aclose()
+            return self.feeds.stream(req, event)
+        return vllm_io.generate(self.client, req)
 
     async def close(self) -> None:
         if self.feeds is not None:

@@ -11,8 +11,10 @@ error).  What a stream gets, in order (`FeedStream`):
     GenerationChunk  only where the backend served the request on its own responses
                    (the model's other instance had it, which has no such feed)
 
-A feed that ends (the model unloaded, the server went away) fails the streams waiting on
-it, and the next stream opens a new one.
+A feed that fails (the model unloaded, the engine died, the server went away) fails the
+streams waiting on it; one that the backend closes because it carried no stream for a
+while fails none (a stream sent on it since is answered on its own request).  The next
+stream opens a new one.
 """
 
 from __future__ import annotations
@@ -70,7 +72,9 @@ class _Feed:
         self._streams.pop(key, None)
 
     async def _read(self) -> None:
-        error: BaseException = TritonError(f"the feed of model {self._model!r} ended", 503)
+        # None when the backend closes the feed (it carried no stream for a while):
+        # a stream sent on it since is answered on its own request.
+        error: BaseException | None = None
         responses = self._client.stream_infer(
             self._model, [], [wire.TEXT_OUTPUT], f"feed-{self.id[:12]}",
             parameters={wire.FEED_OPEN_PARAMETER: self.id})
@@ -96,10 +100,12 @@ class _Feed:
         finally:
             self.ended = True
             if not self.opened.done():
-                self.opened.set_exception(error)
+                self.opened.set_exception(error or TritonError(
+                    f"model {self._model!r} ended its feed as it opened", 503))
                 self.opened.exception()  # retrieved: nobody may be waiting
-            for inbox in self._streams.values():
-                inbox.put(error)
+            if error is not None:
+                for inbox in self._streams.values():
+                    inbox.put(error)
             self._streams.clear()
             await responses.aclose()
 
