@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -207,6 +208,9 @@ def parser() -> argparse.ArgumentParser:
                    help="an extra `docker run` argument (--docker-arg=-v --docker-arg=SRC:DST)")
     p.add_argument("--ours-docker-arg", action="append", default=[], metavar="ARG",
                    help="an extra `docker run` argument for our container only")
+    p.add_argument("--vllm-arg", action="append", default=[], metavar="ARG",
+                   help="more flags of vLLM's server, split as a shell would (repeatable; "
+                        "--vllm-arg=\"--stream-interval 13\")")
     p.add_argument("--servers", default="ours,vllm",
                    help="which containers: ours, inprocess (the frontend with Triton in "
                         "its process), vllm (and before, with --before-image)")
@@ -240,7 +244,8 @@ def main(argv=None) -> int:
                 with contextlib.ExitStack() as this_round:
                     box = boxes.get(kind) or this_round.enter_context(
                         run_container(*container_of(args, kind), model_json,
-                                      docker_args=docker_args_of(args, kind)))
+                                      docker_args=docker_args_of(args, kind),
+                                      vllm_args=vllm_args_of(args, kind)))
                     report["runs"] += profile_server(args, kind, box, r, requests, out_dir)
     report["summary"] = summarize(report["runs"])
     (out_dir / "profile.json").write_text(json.dumps(report, indent=2))
@@ -258,13 +263,18 @@ def docker_args_of(args, kind: str) -> list[str]:
     return args.docker_arg + (args.ours_docker_arg if kind != "vllm" else [])
 
 
+def vllm_args_of(args, kind: str) -> list[str]:
+    return [f for arg in args.vllm_arg for f in shlex.split(arg)] if kind == "vllm" else []
+
+
 def start_all(stack: contextlib.ExitStack, args, kinds: list[str], model_json: dict) -> dict:
     """Every container of the run, started together and kept up until the end."""
     started = {}
     for kind in kinds:
         image, server = container_of(args, kind)
         box, checks = start_container(image, server, model_json,
-                                      docker_args=docker_args_of(args, kind))
+                                      docker_args=docker_args_of(args, kind),
+                                      vllm_args=vllm_args_of(args, kind))
         stack.callback(box.stop, timeout=0)
         started[kind] = (box, checks)
     boxes = {}

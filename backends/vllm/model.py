@@ -488,7 +488,7 @@ class TritonPythonModel:
                 else:
                     self._fail(sender, errors.UNAVAILABLE, message)
             except Exception as e:  # noqa: BLE001 - its client is gone already
-                self.logger.log_verbose(f"[vllm] could not end feed {feed_id}: {e!r}")
+                self.logger.log_verbose(f"[vllm] could not end a feed: {e!r}")
 
     async def _embed(self, job: EmbedJob, sender):
         last = None

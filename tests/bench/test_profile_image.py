@@ -92,3 +92,9 @@ def test_the_frontend_with_triton_in_its_process_is_told_from_tritonserver():
                            "model_repository") == "tritonserver"
     assert [target for kind, target, _, _ in profile.PLAN if kind == "inprocess"] == [
         "inprocess-chat"]
+
+
+def test_vllm_args_reach_vllms_server_alone():
+    args = profile.parser().parse_args(["--image", "i", "--vllm-arg=--stream-interval 13"])
+    assert profile.vllm_args_of(args, "vllm") == ["--stream-interval", "13"]
+    assert profile.vllm_args_of(args, "ours") == [] == profile.vllm_args_of(args, "before")

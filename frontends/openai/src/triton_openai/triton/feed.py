@@ -76,7 +76,9 @@ class _Feed:
         # a stream sent on it since is answered on its own request.
         error: BaseException | None = None
         responses = self._client.stream_infer(
-            self._model, [], [wire.TEXT_OUTPUT], f"feed-{self.id[:12]}",
+            # Its own request id, not the feed's: the id is what lets a request send to
+            # the feed, and request ids go into logs.
+            self._model, [], [wire.TEXT_OUTPUT], f"feed-{secrets.token_hex(6)}",
             parameters={wire.FEED_OPEN_PARAMETER: self.id})
         try:
             async for response in responses:
