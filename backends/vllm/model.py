@@ -389,7 +389,7 @@ class TritonPythonModel:
         # --stream-interval's.
         if self._max_interval > 1 and job.sampling.stream_interval is None:
             job.sampling.stream_interval = self._lag.next_interval(
-                self._pace.seconds_per_token, self._max_delay)
+                self._loop.time(), self._pace.seconds_per_token, self._max_delay)
         to = self._feeds.get(job.delivery.feed_id) if job.delivery is not None else None
         if to is not None:
             await self._generate_to_feed(job, sender, to)

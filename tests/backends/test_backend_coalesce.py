@@ -9,9 +9,9 @@ from triton_vllm_backend.engine_config import ConfigError
 
 def test_a_stub_that_keeps_up_streams_every_token_whatever_the_load():
     lag = coalesce.LagMeter(16)
-    for _ in range(1000):  # responses of any number of streams, each what it asked for
+    for i in range(1000):  # responses of any number of streams, each what it asked for
         lag.observe(1, 1)
-        assert lag.next_interval() == 1
+        assert lag.next_interval(i / 100) == 1
 
 
 def test_the_interval_grows_with_the_lag_up_to_the_largest():
@@ -19,19 +19,26 @@ def test_the_interval_grows_with_the_lag_up_to_the_largest():
     lag.observe(3, 1)  # two tokens more than asked: vLLM merged what waited for the stub
     lag.observe(3, 1)
     assert lag.extra == pytest.approx(1.5)
-    assert lag.next_interval() == 3
-    assert lag.next_interval() == 5
+    assert lag.next_interval(0.0) == 3
+    assert lag.next_interval(0.01) == 5
     for _ in range(5):
-        lag.next_interval()
-    assert lag.next_interval() == 8
+        lag.next_interval(0.02)
+    assert lag.next_interval(0.03) == 8
 
 
-def test_once_the_stub_catches_up_the_interval_comes_back_down_a_token_a_stream():
+def test_once_the_stub_catches_up_the_interval_comes_back_down_a_token_a_second():
     lag = coalesce.LagMeter(8, weight=0.5)
     lag.interval = 6
     for _ in range(10):
         lag.observe(6, 6)  # each response what it asked for: no lag
-    assert [lag.next_interval() for _ in range(7)] == [5, 4, 3, 2, 1, 1, 1]
+    # Streams start many times a second: the interval that keeps the stub caught up
+    # stays a while, then comes down a token a second.
+    assert [lag.next_interval(t) for t in (0.0, 0.1, 0.5, 0.9)] == [5, 5, 5, 5]
+    assert [lag.next_interval(t) for t in (1.0, 1.5, 2.0, 3.0, 4.0, 5.0)] == [4, 4, 3, 2, 1, 1]
+    # Behind again: up at once.
+    for _ in range(10):
+        lag.observe(4, 1)
+    assert lag.next_interval(5.1) == 4
 
 
 @pytest.mark.parametrize(("seconds_per_token", "max_delay", "expected"), [
@@ -46,7 +53,7 @@ def test_once_the_stub_catches_up_the_interval_comes_back_down_a_token_a_stream(
 def test_a_response_waits_no_longer_than_the_delay_bound(seconds_per_token, max_delay, expected):
     lag = coalesce.LagMeter(16)
     lag.interval, lag.extra = 16, 1.0  # far behind
-    assert lag.next_interval(seconds_per_token, max_delay) == expected
+    assert lag.next_interval(0.0, seconds_per_token, max_delay) == expected
 
 
 def test_the_pace_is_a_moving_average_of_the_gaps_per_token():

@@ -8,8 +8,8 @@ those on their own requests (Triton's KServe clients) pay them per response.  Wh
 cost more than the host has, the stub falls behind the engine, and vLLM merges the
 deltas waiting for it: a response then brings more tokens than its stream asked for.
 That excess is the lag measured here (LagMeter), not the number of streams: while
-responses bring what they asked for, the interval comes back down a token per new
-stream, so a host with CPU to spare streams every token as it comes, and one whose engine
+responses bring what they asked for, the interval comes back down a token a second, so
+a host with CPU to spare streams every token as it comes, and one whose engine
 is the slower part never coalesces at all.  A stream's interval is vLLM's per-request
 `SamplingParams.stream_interval`: vLLM then hands out its first token at once, its last
 with the end, and the ones between `interval` at a time.
@@ -43,6 +43,10 @@ DEFAULT_MAX_DELAY_MS = 150
 # responses, past which new streams get a larger interval, and under which a smaller one.
 BEHIND = 0.5
 CAUGHT_UP = 0.1
+# Seconds between two steps down of the interval: a larger interval is what keeps the
+# stub caught up, so it comes down slowly (new streams start many times a second under
+# load), and the next lag raises it again at once.
+STEP_DOWN_S = 1.0
 
 
 def max_interval(params: dict, env: dict) -> int:
@@ -69,6 +73,7 @@ class LagMeter:
         self._weight = weight
         self.extra = 0.0  # extra tokens per response, a moving average
         self.interval = 1  # what the next stream gets, before the delay bound
+        self._changed_at = float("-inf")  # when the interval last changed
 
     def observe(self, tokens: int, asked: int) -> None:
         """A streamed response with `tokens` new tokens, of a stream that asked for
@@ -77,14 +82,18 @@ class LagMeter:
             return
         self.extra += self._weight * (max(0, tokens - asked) - self.extra)
 
-    def next_interval(self, seconds_per_token: float | None = None,
+    def next_interval(self, now: float, seconds_per_token: float | None = None,
                       max_delay: float | None = None) -> int:
-        """The interval of a stream that starts now: larger by the lag while responses
-        bring more than they ask for, a token smaller while they do not."""
+        """The interval of a stream that starts at `now` (seconds): larger by the lag
+        while responses bring more than they ask for, a token smaller every STEP_DOWN_S
+        while they do not."""
         if self.extra > BEHIND:
             self.interval = min(self._largest, self.interval + max(1, round(self.extra)))
-        elif self.extra < CAUGHT_UP:
-            self.interval = max(1, self.interval - 1)
+            self._changed_at = now
+        elif self.extra < CAUGHT_UP and now - self._changed_at >= STEP_DOWN_S:
+            if self.interval > 1:
+                self.interval -= 1
+                self._changed_at = now
         interval = self.interval
         if seconds_per_token and max_delay is not None:
             # A response's first token waits for the interval's other tokens.
