@@ -20,25 +20,27 @@ def test_the_interval_grows_with_the_lag_up_to_the_largest():
     lag.observe(3, 1)
     assert lag.extra == pytest.approx(1.5)
     assert lag.next_interval(0.0) == 3
-    assert lag.next_interval(0.01) == 5
-    for _ in range(5):
-        lag.next_interval(0.02)
-    assert lag.next_interval(0.03) == 8
+    # Streams that start before the change showed in the lag get the same interval.
+    assert lag.next_interval(0.1) == 3
+    assert lag.next_interval(0.25) == 5
+    for t in range(2, 6):
+        lag.next_interval(t * 0.25)
+    assert lag.next_interval(2.0) == 8
 
 
-def test_once_the_stub_catches_up_the_interval_comes_back_down_a_token_a_second():
+def test_once_the_stub_catches_up_the_interval_comes_back_down_a_step_a_quarter_second():
     lag = coalesce.LagMeter(8, weight=0.5)
     lag.interval = 6
     for _ in range(10):
         lag.observe(6, 6)  # each response what it asked for: no lag
-    # Streams start many times a second: the interval that keeps the stub caught up
-    # stays a while, then comes down a token a second.
-    assert [lag.next_interval(t) for t in (0.0, 0.1, 0.5, 0.9)] == [5, 5, 5, 5]
-    assert [lag.next_interval(t) for t in (1.0, 1.5, 2.0, 3.0, 4.0, 5.0)] == [4, 4, 3, 2, 1, 1]
-    # Behind again: up at once.
+    # Streams start many times a second: one step down for all that start in a quarter.
+    assert [lag.next_interval(t) for t in (0.0, 0.1, 0.2)] == [5, 5, 5]
+    assert [lag.next_interval(t) for t in (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)] == [4, 3, 2, 1,
+                                                                                 1, 1]
+    # Behind again: up by the lag at the next step.
     for _ in range(10):
         lag.observe(4, 1)
-    assert lag.next_interval(5.1) == 4
+    assert lag.next_interval(1.6) == 4
 
 
 @pytest.mark.parametrize(("seconds_per_token", "max_delay", "expected"), [

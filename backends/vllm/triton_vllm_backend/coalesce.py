@@ -8,8 +8,8 @@ those on their own requests (Triton's KServe clients) pay them per response.  Wh
 cost more than the host has, the stub falls behind the engine, and vLLM merges the
 deltas waiting for it: a response then brings more tokens than its stream asked for.
 That excess is the lag measured here (LagMeter), not the number of streams: while
-responses bring what they asked for, the interval comes back down a token a second, so
-a host with CPU to spare streams every token as it comes, and one whose engine
+responses bring what they asked for, the interval comes back down (a step at most every
+quarter second either way), so a host with CPU to spare streams every token as it comes, and one whose engine
 is the slower part never coalesces at all.  A stream's interval is vLLM's per-request
 `SamplingParams.stream_interval`: vLLM then hands out its first token at once, its last
 with the end, and the ones between `interval` at a time.
@@ -43,10 +43,11 @@ DEFAULT_MAX_DELAY_MS = 150
 # responses, past which new streams get a larger interval, and under which a smaller one.
 BEHIND = 0.5
 CAUGHT_UP = 0.1
-# Seconds between two steps down of the interval: a larger interval is what keeps the
-# stub caught up, so it comes down slowly (new streams start many times a second under
-# load), and the next lag raises it again at once.
-STEP_DOWN_S = 1.0
+# Seconds between two changes of the interval, up or down.  New streams start many times
+# a second under load, and the lag of responses shows what the interval of the streams
+# already running did: a change per new stream would run to the largest interval, or back
+# to one, before the last change showed.
+STEP_S = 0.25
 
 
 def max_interval(params: dict, env: dict) -> int:
@@ -84,14 +85,15 @@ class LagMeter:
 
     def next_interval(self, now: float, seconds_per_token: float | None = None,
                       max_delay: float | None = None) -> int:
-        """The interval of a stream that starts at `now` (seconds): larger by the lag
-        while responses bring more than they ask for, a token smaller every STEP_DOWN_S
+        """The interval of a stream that starts at `now` (seconds): at most every STEP_S,
+        larger by the lag while responses bring more than they ask for, a token smaller
         while they do not."""
-        if self.extra > BEHIND:
-            self.interval = min(self._largest, self.interval + max(1, round(self.extra)))
-            self._changed_at = now
-        elif self.extra < CAUGHT_UP and now - self._changed_at >= STEP_DOWN_S:
-            if self.interval > 1:
+        if now - self._changed_at >= STEP_S:
+            if self.extra > BEHIND:
+                self.interval = min(self._largest,
+                                    self.interval + max(1, round(self.extra)))
+                self._changed_at = now
+            elif self.extra < CAUGHT_UP and self.interval > 1:
                 self.interval -= 1
                 self._changed_at = now
         interval = self.interval
