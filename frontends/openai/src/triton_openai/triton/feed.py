@@ -59,16 +59,17 @@ class _Feed:
         self.id = secrets.token_hex(16)
         self._client = client
         self._model = model
-        self._streams: dict[str, _Inbox] = {}
+        # Keyed by the bytes the records carry: no decoding per record.
+        self._streams: dict[bytes, _Inbox] = {}
         self.opened: asyncio.Future = asyncio.get_running_loop().create_future()
         self.ended = False
         self._task = asyncio.create_task(self._read(), name=f"feed-{model}")
 
-    def subscribe(self, key: str) -> _Inbox:
+    def subscribe(self, key: bytes) -> _Inbox:
         inbox = self._streams[key] = _Inbox()
         return inbox
 
-    def unsubscribe(self, key: str) -> None:
+    def unsubscribe(self, key: bytes) -> None:
         self._streams.pop(key, None)
 
     async def _read(self) -> None:
@@ -114,7 +115,7 @@ class _Feed:
     def _deliver(self, records: list[bytes]) -> None:
         streams = self._streams
         for i in range(0, len(records) - 1, 2):
-            inbox = streams.get(records[i].decode("utf-8", errors="replace"))
+            inbox = streams.get(records[i])
             if inbox is not None:  # else a stream that went away
                 inbox.put(records[i + 1])
 
@@ -162,7 +163,8 @@ class Feeds:
                 yield chunk
             return
         key = str(next(self._keys))
-        inbox = feed.subscribe(key)
+        record_key = key.encode()  # as the records carry it
+        inbox = feed.subscribe(record_key)
         parameters = {wire.FEED_PARAMETER: feed.id, wire.FEED_KEY_PARAMETER: key,
                       wire.FEED_EVENT_PARAMETER: json.dumps(list(event))}
         pump = asyncio.create_task(_pump(self._client, req, parameters, inbox))
@@ -170,7 +172,7 @@ class Feeds:
             async for item in _read(inbox):
                 yield item
         finally:
-            feed.unsubscribe(key)
+            feed.unsubscribe(record_key)
             if not pump.done():
                 pump.cancel()  # closes the request's stream: Triton cancels it
             with contextlib.suppress(BaseException):
