@@ -51,6 +51,7 @@ from qa.common.image_servers import (  # noqa: E402
     Container,
     image_model_json,
     run_container,
+    vllm_flags,
 )
 
 SERVERS = ("ours", "vllm")
@@ -159,7 +160,7 @@ def measure(args, client, levels: list[int], model_json: dict) -> list[dict]:
         for server in server_order(r):
             ours = server == "ours"
             env = [a for kv in args.ours_env for a in ("-e", kv)] if ours else []
-            flags = [] if ours else [f for arg in args.vllm_arg for f in shlex.split(arg)]
+            flags = [] if ours else vllm_flags(args.vllm_arg)
             with run_container(args.image, server, model_json, docker_args=env,
                                vllm_args=flags) as box:
                 _say(f"round {r + 1} {server}: ready {box.ready_s:.1f} s after docker run")

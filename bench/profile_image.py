@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -52,6 +51,7 @@ from qa.common.image_servers import (  # noqa: E402
     image_model_json,
     run_container,
     start_container,
+    vllm_flags,
     wait_ready,
 )
 from tritonbuild.hostenv import docker_binary  # noqa: E402
@@ -264,7 +264,7 @@ def docker_args_of(args, kind: str) -> list[str]:
 
 
 def vllm_args_of(args, kind: str) -> list[str]:
-    return [f for arg in args.vllm_arg for f in shlex.split(arg)] if kind == "vllm" else []
+    return vllm_flags(args.vllm_arg) if kind == "vllm" else []
 
 
 def start_all(stack: contextlib.ExitStack, args, kinds: list[str], model_json: dict) -> dict:

@@ -16,6 +16,7 @@ answers ready: what a user waits for before the first request.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -100,6 +101,12 @@ def start_container(image: str, kind: str, model_json: dict, *, docker_args=(),
     box = ServedProcess.container(f"the {kind} container", image, ports=ports,
                                   docker_args=docker_args, command=command)
     return box, checks
+
+
+def vllm_flags(args: list[str]) -> list[str]:
+    """Flags of vLLM's server given as a benchmark's repeatable `--vllm-arg` (each split as a
+    shell would: `--vllm-arg="--stream-interval 13"`)."""
+    return [flag for arg in args for flag in shlex.split(arg)]
 
 
 def wait_ready(box: ServedProcess, checks: dict[str, str], timeout: float) -> float:

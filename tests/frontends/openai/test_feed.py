@@ -19,6 +19,13 @@ COMPLETION = {"model": "llm", "prompt": "say something", "max_tokens": 4, "strea
               "stream_options": {"include_usage": True}}
 
 
+def _async_client(client):
+    """An httpx client of the test client's app, for requests sent at once."""
+    import httpx
+
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=client.app), base_url="http://t")
+
+
 def _events(resp) -> list[dict]:
     """The stream's events without what differs from request to request."""
     assert resp.status_code == 200, resp.text
@@ -60,10 +67,7 @@ def test_one_feed_carries_many_streams_each_to_its_own_client(make_client):
     client = make_client(fake=fed)
 
     async def main():
-        import httpx
-
-        transport = httpx.ASGITransport(app=client.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        async with _async_client(client) as http:
             return await asyncio.gather(*(
                 http.post("/v1/completions", json=dict(COMPLETION, max_tokens=k))
                 for k in range(1, 9)))
@@ -108,10 +112,7 @@ def test_a_feed_that_ends_fails_its_streams_and_the_next_stream_opens_another(ma
     client = make_client(fake=fed)
 
     async def main():
-        import httpx
-
-        transport = httpx.ASGITransport(app=client.app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+        async with _async_client(client) as http:
             pending = asyncio.ensure_future(
                 http.post("/v1/completions", json=dict(COMPLETION, max_tokens=50)))
             while not fed.feeds or fed.fed_streams == 0:
