@@ -22,18 +22,21 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+# The repository (qa, tritonbuild) and the backend folder, as pytest's `pythonpath` has them.
+sys.path[:0] = [str(REPO), str(REPO / "backends" / "vllm")]
 
-from tritonbuild.hostenv import docker_binary  # noqa: E402
+from qa.common.build_py import run_build_py  # noqa: E402
+from qa.common.docker import docker  # noqa: E402
 
 
-def build(argv: list[str]) -> tuple[float, str]:
+def build(flags: list[str], build_dir: Path) -> tuple[float, str]:
+    """Seconds `./build.py FLAGS` took, and what it printed."""
     start = time.monotonic()
-    out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+    out = run_build_py(*flags, build_dir=build_dir, timeout=None)
     elapsed = time.monotonic() - start
     if out.returncode != 0:
         sys.stderr.write(out.stdout[-4000:] + out.stderr[-4000:])
-        raise SystemExit(f"build failed ({out.returncode}): {' '.join(argv)}")
+        raise SystemExit(f"build failed ({out.returncode}): {' '.join(out.args)}")
     return elapsed, out.stdout + out.stderr
 
 
@@ -66,15 +69,14 @@ def main() -> int:
     args = ap.parse_args()
     flags = args.flags or ["--backend=vllm", "--endpoint=openai"]
     build_dir = Path(tempfile.mkdtemp(prefix="tvb-bench-"))
-    base = [sys.executable, str(REPO / "build.py"), *flags, f"--tag={args.tag}",
-            f"--build-dir={build_dir}", "-v"]
+    base = [*flags, f"--tag={args.tag}", "-v"]
 
     print(f"| {'metric':<34} | {'value':>10} | note")
     print(f"|{'-' * 36}|{'-' * 12}|------")
     # A warm build first, so that the rebuild below starts from a complete cache.
-    warm, _ = build(base)
+    warm, _ = build(base, build_dir)
     if not args.skip_cold:
-        cold, log = build(base + ["--no-cache"])
+        cold, log = build(base + ["--no-cache"], build_dir)
         row("cold build (--no-cache)", f"{cold:.1f} s",
             f"{len(steps_run(log))} steps ran; pip/apt cache mounts warm")
     else:
@@ -82,7 +84,7 @@ def main() -> int:
 
     # Write build.sh and the context again without --no-cache (a dry run builds nothing),
     # change the staged vLLM backend the way an edit would, and run build.sh as is.
-    build(base + ["--dryrun"])
+    build(base + ["--dryrun"], build_dir)
     model = build_dir / "context" / "backends" / "vllm" / "model.py"
     model.write_text(model.read_text() + f"\n# bench edit {time.time()}\n")
     start = time.monotonic()
@@ -96,9 +98,7 @@ def main() -> int:
     row("rebuild after backends/vllm edit", f"{rebuild:.1f} s",
         f"{len(ran)} steps ran: " + "; ".join(ran))
 
-    size = json.loads(subprocess.run([docker_binary(), "image", "inspect", "--format",
-                                      "{{json .Size}}", args.tag], capture_output=True,
-                                     text=True, check=True).stdout)
+    size = json.loads(docker("image", "inspect", "--format", "{{json .Size}}", args.tag).stdout)
     row("image size", f"{size / 1e9:.2f} GB", args.tag)
     return 0
 

@@ -44,11 +44,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "backends" / "vllm")]
 
-from qa.common.docker import DOCKER, docker  # noqa: E402
+from qa.common.docker import docker  # noqa: E402
 from qa.common.image_servers import (  # noqa: E402
     MODEL,
     OPENAI_PORT,
     Container,
+    add_vllm_arg_option,
     image_model_json,
     run_container,
     vllm_flags,
@@ -127,12 +128,11 @@ class ImageClient:
 
     def run(self, box: Container, concurrency: int, prompts: int) -> dict:
         name = f"c{concurrency}.json"
-        _run([DOCKER, "exec", box.id, "vllm",
-              *bench_args(base_url=f"http://127.0.0.1:{OPENAI_PORT}", tokenizer=self.tokenizer,
-                          concurrency=concurrency, prompts=prompts,
-                          result_dir=RESULT_DIR_IN_IMAGE, result_file=name,
-                          input_len=self.input_len)],
-             "vllm bench serve in the container")
+        docker("exec", box.id, "vllm",
+               *bench_args(base_url=f"http://127.0.0.1:{OPENAI_PORT}", tokenizer=self.tokenizer,
+                           concurrency=concurrency, prompts=prompts,
+                           result_dir=RESULT_DIR_IN_IMAGE, result_file=name,
+                           input_len=self.input_len), timeout=3600)
         return read_result(docker("exec", box.id, "cat", f"{RESULT_DIR_IN_IMAGE}/{name}").stdout)
 
 
@@ -248,9 +248,7 @@ def parser() -> argparse.ArgumentParser:
                    help="requests per level (default max(16, 4 x concurrency))")
     p.add_argument("--ours-env", action="append", default=[], metavar="KEY=VALUE",
                    help="environment of our container (repeatable)")
-    p.add_argument("--vllm-arg", action="append", default=[], metavar="ARG",
-                   help="more flags of vLLM's server, split as a shell would (repeatable; "
-                        "write --vllm-arg=\"--stream-interval 13\")")
+    add_vllm_arg_option(p)
     p.add_argument("--client", choices=("host", "image"), default="host",
                    help="where vllm bench serve runs: this environment (default) or the "
                         "container, by docker exec")

@@ -45,16 +45,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_openai as bench  # noqa: E402
 
+from qa.common.docker import docker  # noqa: E402
 from qa.common.image_servers import (  # noqa: E402
     MODEL,
     Container,
+    add_vllm_arg_option,
     image_model_json,
     run_container,
     start_container,
     vllm_flags,
     wait_ready,
 )
-from tritonbuild.hostenv import docker_binary  # noqa: E402
 
 # What each process of a container is, from its command line.
 ROLES = [("VLLM::EngineCore", "engine core (vLLM)"),
@@ -101,18 +102,16 @@ def role_of(args: str) -> str | None:
 
 def container_processes(container_id: str) -> dict[int, str]:
     """Host PID -> role, for the processes of a container that the report names."""
-    out = subprocess.run([docker_binary(), "top", container_id, "-eo", "pid,args"],
-                         capture_output=True, text=True, check=True)
+    table = docker("top", container_id, "-eo", "pid,args").stdout
     found = {}
-    for line in out.stdout.splitlines()[1:]:
+    for line in table.splitlines()[1:]:
         pid, _, args = line.strip().partition(" ")
         role = role_of(args)
         if role is not None:
             found[int(pid)] = role
     # Docker's userland proxy, on this host, carries the published ports' traffic.
-    ip = subprocess.run([docker_binary(), "inspect", "-f",
-                         "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", container_id],
-                        capture_output=True, text=True).stdout.strip()
+    ip = docker("inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                container_id, check=False).stdout.strip()
     ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     for line in ps.splitlines()[1:]:
         pid, _, args = line.strip().partition(" ")
@@ -208,9 +207,7 @@ def parser() -> argparse.ArgumentParser:
                    help="an extra `docker run` argument (--docker-arg=-v --docker-arg=SRC:DST)")
     p.add_argument("--ours-docker-arg", action="append", default=[], metavar="ARG",
                    help="an extra `docker run` argument for our container only")
-    p.add_argument("--vllm-arg", action="append", default=[], metavar="ARG",
-                   help="more flags of vLLM's server, split as a shell would (repeatable; "
-                        "--vllm-arg=\"--stream-interval 13\")")
+    add_vllm_arg_option(p)
     p.add_argument("--servers", default="ours,vllm",
                    help="which containers: ours, inprocess (the frontend with Triton in "
                         "its process), vllm (and before, with --before-image)")

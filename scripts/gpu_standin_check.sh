@@ -54,7 +54,7 @@ import sys; sys.path.insert(0, "/check")
 import vllm_api
 problems = vllm_api.check(vllm_api.installed_sources())
 print("\n".join(problems) or "installed vllm: every name the backend uses exists")
-import triton_vllm_backend.compat, vllm.engine.arg_utils, vllm.v1.engine.async_llm  # noqa
+import triton_vllm_backend.stub.compat, vllm.engine.arg_utils, vllm.v1.engine.async_llm  # noqa
 sys.exit(bool(problems))'
 fi
 say "passed"

@@ -1,23 +1,34 @@
 """The OpenAI frontend and the vLLM backend agree on what travels between them.
 
-The two ship apart, so the frontend keeps its own copy of the names
-(`triton_openai/triton/vllm_contract.py`).  These tests feed what one side writes to the
-other side's reader: a renamed tensor, parameter or key on either side fails here, not
-in production.
+The two ship apart, so each keeps its own half of the names: the backend's
+`triton_vllm_backend/stub/wire.py`, the frontend's `triton_openai/triton/vllm_contract.py`.
+These tests compare the halves name by name, and feed what one side writes to the other
+side's reader: a renamed tensor, parameter, key or error kind on either side fails here,
+not in production.
 """
 
 import json
 
 import pytest
-from triton_vllm_backend import abort, engine_config, errors, feed, health, io_spec, lora, params
+from triton_vllm_backend.stub import (
+    abort,
+    engine_config,
+    errors,
+    feed,
+    health,
+    io_spec,
+    lora,
+    params,
+)
+from triton_vllm_backend.stub import wire as backend_wire
 
-from triton_openai import sse
-from triton_openai.catalog import _served_models
-from triton_openai.errors import from_triton
-from triton_openai.structured import from_response_format, validate_structured_outputs
+from triton_openai.generation.structured import from_response_format, validate_structured_outputs
+from triton_openai.served_models.catalog import _served_models
 from triton_openai.triton import vllm_contract as wire
 from triton_openai.triton import vllm_io
 from triton_openai.triton.client import KIND_STATUS, ModelInfo, model_error
+from triton_openai.web import sse
+from triton_openai.web.errors import from_triton
 
 # Triton's config data types as KServe names them on the wire.
 KSERVE_TYPE = {"TYPE_STRING": "BYTES", "TYPE_BOOL": "BOOL", "TYPE_INT64": "INT64",
@@ -43,17 +54,17 @@ GENERATION_REQUESTS = [
 @pytest.mark.parametrize("req", GENERATION_REQUESTS, ids=["text", "ids+logprobs"])
 def test_generation_tensors_are_backend_inputs_and_outputs(req):
     inputs, outputs = vllm_io.build_inputs(req)
-    check_tensors(inputs, outputs, io_spec.GENERATE)
+    check_tensors(inputs, outputs, backend_wire.GENERATE)
 
 
 @pytest.mark.parametrize("text,ids", [("hi", None), (None, [1, 2])])
 def test_embedding_tensors_are_backend_inputs_and_outputs(text, ids):
     inputs, outputs = vllm_io.build_embed_inputs(text, ids)
-    check_tensors(inputs, outputs, io_spec.POOLING)
+    check_tensors(inputs, outputs, backend_wire.POOLING)
 
 
 def test_every_tensor_name_the_frontend_knows_is_the_backends():
-    backend_names = {s["name"] for runner in (io_spec.GENERATE, io_spec.POOLING)
+    backend_names = {s["name"] for runner in (backend_wire.GENERATE, backend_wire.POOLING)
                      for s in io_spec.inputs_for(runner) + io_spec.outputs_for(runner)}
     frontend_names = {getattr(wire, key) for key in (
         "TEXT_INPUT", "INPUT_IDS", "STREAM", "SAMPLING_PARAMETERS", "EXCLUDE_INPUT_IN_OUTPUT",
@@ -72,20 +83,21 @@ def test_the_frontends_abort_request_names_its_target_for_the_backend():
 
 
 def test_both_sides_declare_the_same_error_kinds():
-    assert errors.KINDS == wire.ERROR_KINDS == set(KIND_STATUS)
+    assert backend_wire.ERROR_KINDS == wire.ERROR_KINDS == set(KIND_STATUS)
     # Each under its own name on either side.
     assert {getattr(wire, kind.upper()) for kind in wire.ERROR_KINDS} == wire.ERROR_KINDS
-    assert {getattr(errors, kind.upper()) for kind in errors.KINDS} == errors.KINDS
+    assert {getattr(backend_wire, kind.upper())
+            for kind in backend_wire.ERROR_KINDS} == backend_wire.ERROR_KINDS
 
 
-@pytest.mark.parametrize("kind", sorted(errors.KINDS))
+@pytest.mark.parametrize("kind", sorted(backend_wire.ERROR_KINDS))
 def test_every_kind_the_backend_sends_is_read_back_with_the_status_of_the_table(kind):
-    sent = errors.tagged(kind, "sampling parameter 'n' must be 1")
+    sent = backend_wire.tagged(kind, "sampling parameter 'n' must be 1")
     assert wire.read_error_kind(sent) == (kind, "sampling parameter 'n' must be 1")
     # Inside a stream (no status), and with any status a transport gave it.
     for transport_status in (500, 400, 503):
         err = model_error(sent, transport_status)
-        assert err.status == KIND_STATUS[kind]
+        assert (err.status, err.kind) == (KIND_STATUS[kind], kind)
         assert err.message == "sampling parameter 'n' must be 1"
         assert from_triton(err).status == KIND_STATUS[kind]
 
@@ -97,23 +109,24 @@ def test_every_kind_the_backend_sends_is_read_back_with_the_status_of_the_table(
 ])
 def test_what_the_backend_answers_a_failed_request_with_has_the_frontends_status(error,
                                                                                  status):
-    assert model_error(errors.tagged(*errors.described(error))).status == status
+    assert model_error(backend_wire.tagged(*errors.described(error))).status == status
 
 
 def test_a_dead_engines_error_is_a_503_to_the_frontend_inside_a_stream():
     # Inside a stream the error is text alone: its tag carries the kind.
-    message = health.dead_message("m", RuntimeError("EngineCore encountered an issue"))
-    assert model_error(errors.tagged(errors.UNAVAILABLE, message)).status == 503
+    dead = health.dead_answer("m", RuntimeError("EngineCore encountered an issue"))
+    assert model_error(backend_wire.tagged(*dead)).status == 503
     # Triton's own words for a dead stub (libtriton_python): a 503 too, not the 400 it has.
     assert model_error("Stub process 'm_0_0' is not healthy.", 400).status == 503
 
 
 def test_the_watchs_health_request_is_what_the_backend_answers():
-    from triton_vllm_backend import watch  # noqa: F401 - the watch imports health's name
-    assert health.is_health_check({health.PARAMETER: True})
-    assert health.is_health_check(json.dumps({health.PARAMETER: True}))
-    assert not health.is_health_check({health.PARAMETER: "yes"})
-    assert not abort.target_of({health.PARAMETER: True})
+    from triton_vllm_backend import watch
+    assert watch.HEALTH_PARAMETER == backend_wire.HEALTH_PARAMETER  # the wire's, imported
+    assert health.is_health_check({watch.HEALTH_PARAMETER: True})
+    assert health.is_health_check(json.dumps({watch.HEALTH_PARAMETER: True}))
+    assert not health.is_health_check({watch.HEALTH_PARAMETER: "yes"})
+    assert not abort.target_of({watch.HEALTH_PARAMETER: True})
 
 
 def test_the_frontends_health_request_and_dead_answer_are_the_backends():
@@ -122,10 +135,14 @@ def test_the_frontends_health_request_and_dead_answer_are_the_backends():
     assert health.is_health_check({wire.HEALTH_PARAMETER: True})
     assert health.is_health_check(json.dumps({wire.HEALTH_PARAMETER: True}))
     # ...and how it tells a dead engine's answer, as it arrives, from any other.
-    sent = errors.tagged(errors.UNAVAILABLE, health.dead_message("m", RuntimeError("gone")))
+    sent = backend_wire.tagged(*health.dead_answer("m", RuntimeError("gone")))
     err = model_error(sent, 400)
-    assert err.status == 503 and wire.DEAD_PHRASE in err.message
-    assert wire.DEAD_PHRASE == health.DEAD_PHRASE
+    assert err.status == 503 and err.kind == wire.ENGINE_DEAD
+    # The words stay for people, the same on both sides; no side reads them.
+    assert err.message.endswith(wire.DEAD_PHRASE) and wire.DEAD_PHRASE == backend_wire.DEAD_PHRASE
+    # A model that is only unloading is unavailable too (a 503), but not dead.
+    unloading = model_error(backend_wire.tagged(backend_wire.UNAVAILABLE, "unloading"), 400)
+    assert unloading.status == 503 and unloading.kind != wire.ENGINE_DEAD
 
 
 @pytest.mark.parametrize("engine_args,runner", [
@@ -143,18 +160,20 @@ def test_the_backends_discovery_parameters_describe_the_model_to_the_frontend(en
 
 def test_the_published_lora_names_are_the_adapters_the_frontend_serves(tmp_path):
     adapters = {"sql": tmp_path, "chat": tmp_path}
-    published = {lora.PUBLISHED_NAMES: "sql,chat"}
+    published = {backend_wire.LORA_NAMES_PARAMETER: "sql,chat"}
     lora.check_published(published, adapters)  # what the backend accepts
     models = _served_models(ModelInfo("llm", "1", True, {
         **engine_config.published_parameters({"model": "/m"}), **published}), {}, created=0)
     assert {m.lora_name for m in models} == {None, *adapters}
     assert {wire.MODEL_PARAMETER, wire.RUNNER_PARAMETER, wire.MAX_MODEL_LEN_PARAMETER,
-            wire.LORA_NAMES_PARAMETER} == {*engine_config.PUBLISHED, lora.PUBLISHED_NAMES}
+            wire.LORA_NAMES_PARAMETER} == {*engine_config.PUBLISHED,
+                                           backend_wire.LORA_NAMES_PARAMETER}
 
 
 def test_structured_output_keys_agree():
-    assert wire.STRUCTURED_CONSTRAINTS == params.STRUCTURED_CONSTRAINTS
-    assert wire.STRUCTURED_OPTIONS == params.STRUCTURED_OPTIONS
+    assert wire.STRUCTURED_CONSTRAINTS == backend_wire.STRUCTURED_CONSTRAINTS
+    assert wire.STRUCTURED_OPTIONS == backend_wire.STRUCTURED_OPTIONS
+    assert params.STRUCTURED_KEYS == wire.STRUCTURED_CONSTRAINTS | wire.STRUCTURED_OPTIONS
 
 
 def test_what_the_frontend_sends_as_priority_the_backend_reads_and_checks():
@@ -163,18 +182,19 @@ def test_what_the_frontend_sends_as_priority_the_backend_reads_and_checks():
     req = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "x"}],
                                 priority=-2)
     parsed = params.parse_sampling_parameters(json.dumps(req.sampling_dict()), known_fields={"n"})
-    assert parsed[params.PRIORITY] == -2 and wire.PRIORITY == params.PRIORITY
-    params.check_priority(parsed[params.PRIORITY], enabled=True)
+    assert parsed[backend_wire.PRIORITY] == -2 and wire.PRIORITY == backend_wire.PRIORITY
+    params.check_priority(parsed[backend_wire.PRIORITY], enabled=True)
     with pytest.raises(params.ParameterError) as refused:
-        params.check_priority(parsed[params.PRIORITY], enabled=False)
+        params.check_priority(parsed[backend_wire.PRIORITY], enabled=False)
     # What execute() answers a ParameterError with: a 400 to the frontend.
-    assert model_error(errors.tagged(errors.INVALID_ARGUMENT, str(refused.value))).status == 400
+    assert model_error(backend_wire.tagged(backend_wire.INVALID_ARGUMENT,
+                                           str(refused.value))).status == 400
 
 
 def test_a_request_id_the_frontend_sends_leads_vllms_id_for_it():
-    from triton_vllm_backend import jobs
+    from triton_vllm_backend.stub import jobs
 
-    from triton_openai import request_ids
+    from triton_openai.web import request_ids
     rid = request_ids.new_id()
     assert request_ids.is_valid(rid) and jobs.new_id(rid).startswith(f"{rid}-")
 
@@ -188,16 +208,17 @@ def test_what_the_frontend_sends_as_sampling_parameters_the_backend_parses(const
     sent = {"n": 1, "max_tokens": 8, wire.LORA_NAME: "sql",
             wire.STRUCTURED_OUTPUTS: validate_structured_outputs(constraint)}
     parsed = params.parse_sampling_parameters(json.dumps(sent), known_fields=set())
-    assert parsed[params.LORA_NAME] == "sql"
-    assert parsed[params.STRUCTURED_OUTPUTS] == constraint
+    assert parsed[backend_wire.LORA_NAME] == "sql"
+    assert parsed[backend_wire.STRUCTURED_OUTPUTS] == constraint
 
 
 # --------------------------------------------------------------------------- feeds
 def test_both_sides_name_the_feeds_parameters_and_records_alike():
     assert (wire.FEED_OPEN_PARAMETER, wire.FEED_PARAMETER, wire.FEED_KEY_PARAMETER,
-            wire.FEED_EVENT_PARAMETER) == (feed.OPEN_PARAMETER, feed.FEED_PARAMETER,
-                                           feed.KEY_PARAMETER, feed.EVENT_PARAMETER)
-    assert (wire.FEED_DATA, wire.FEED_END) == (feed.DATA, feed.END)
+            wire.FEED_EVENT_PARAMETER) == (
+        backend_wire.FEED_OPEN_PARAMETER, backend_wire.FEED_PARAMETER,
+        backend_wire.FEED_KEY_PARAMETER, backend_wire.FEED_EVENT_PARAMETER)
+    assert (wire.FEED_DATA, wire.FEED_END) == (backend_wire.FEED_DATA, backend_wire.FEED_END)
 
 
 @pytest.mark.parametrize("text", ["hello", "", 'quote " and \\ backslash', "caf\u00e9 \u2028 \x85 \u2029",
@@ -227,3 +248,27 @@ def test_a_feeds_open_request_and_its_records_reach_the_frontend():
     assert end[:1] == wire.FEED_END
     assert json.loads(end[1:]) == {"finish_reason": "stop", "num_input_tokens": 5,
                                    "num_output_tokens": 9}
+
+
+# ------------------------------------------------------------- the two halves, whole
+# The backend's names that the frontend has no use for, each with why; every other name
+# of either half is on the other, with the same value.
+BACKEND_ONLY = {
+    "RETURN_CUMULATIVE_LOGPROB": "the frontend asks for no cumulative logprob",
+    "CUMULATIVE_LOGPROB": "the frontend asks for no cumulative logprob",
+    "STUB_NOT_HEALTHY": "Triton's words: the frontend keeps them with its Triton client",
+}
+
+
+def _names(module) -> dict:
+    return {name: value for name, value in vars(module).items() if name.isupper()}
+
+
+def test_the_two_halves_of_the_contract_agree_field_by_field():
+    from triton_openai.triton.client import STUB_NOT_HEALTHY
+
+    frontend, backend = _names(wire), _names(backend_wire)
+    assert set(frontend) - set(backend) == set(), "names the backend's half lacks"
+    assert set(backend) - set(frontend) == set(BACKEND_ONLY), "names the frontend's half lacks"
+    assert {name: backend[name] for name in frontend} == frontend
+    assert backend_wire.STUB_NOT_HEALTHY == STUB_NOT_HEALTHY

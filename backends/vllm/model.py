@@ -36,7 +36,7 @@ import triton_python_backend_utils as pb_utils  # noqa: E402
 # Our helpers first, whatever else is on the path under these names.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from triton_vllm_backend import (  # noqa: E402
+from triton_vllm_backend.stub import (  # noqa: E402
     abort,
     coalesce,
     compact_json,
@@ -51,10 +51,11 @@ from triton_vllm_backend import (  # noqa: E402
     outputs,
     params,
     warmup,
+    wire,
 )
-from triton_vllm_backend.engine_config import ConfigError  # noqa: E402
-from triton_vllm_backend.inflight import RequestsInFlight  # noqa: E402
-from triton_vllm_backend.jobs import EmbedJob, GenerateJob  # noqa: E402
+from triton_vllm_backend.stub.engine_config import ConfigError  # noqa: E402
+from triton_vllm_backend.stub.inflight import RequestsInFlight  # noqa: E402
+from triton_vllm_backend.stub.jobs import EmbedJob, GenerateJob  # noqa: E402
 
 # How often the poller wakes, in seconds: it reads the engine's health (a flag, free) and
 # aborts in vLLM the requests found cancelled.
@@ -87,7 +88,7 @@ class TritonPythonModel:
 
     @staticmethod
     def auto_complete_config(auto_complete_model_config):
-        runner = io_spec.GENERATE
+        runner = wire.GENERATE
         version_dir = _version_dir_of_stub()
         if version_dir is not None:
             try:
@@ -156,10 +157,14 @@ class TritonPythonModel:
             if engine_args.disable_log_stats:
                 raise ConfigError('REPORT_CUSTOM_METRICS needs vLLM\'s statistics: set '
                                   '"disable_log_stats": false in model.json')
-            from triton_vllm_backend.metrics import ServingMetrics, make_factory, series_labels
+            from triton_vllm_backend.stub.metrics import (
+                ServingMetrics,
+                make_factory,
+                series_labels,
+            )
             labels = series_labels(self.model_name, self.version)
             stat_factories = [make_factory(labels, self.stat_loggers, per_token_metrics)]
-            self.serving_metrics = ServingMetrics(labels, errors.KINDS)
+            self.serving_metrics = ServingMetrics(labels, wire.ERROR_KINDS)
 
         self._start_loop()
         try:
@@ -179,7 +184,7 @@ class TritonPythonModel:
             self._max_interval = max_interval
             self._lag = coalesce.LagMeter(max_interval)
         self._max_delay = max_delay
-        if self.runner == io_spec.GENERATE and engine_config.bool_setting(
+        if self.runner == wire.GENERATE and engine_config.bool_setting(
                 parameters, "ENGINE_WARMUP", default=True):
             self._warm_up(engine, SamplingParams, not engine_args.skip_tokenizer_init)
         self._serve_with(engine)
@@ -235,10 +240,10 @@ class TritonPythonModel:
     # --------------------------------------------------------------- requests
     def execute(self, requests):
         if not self._healthy or (self.health_check and not self._check_health()):
-            # UNAVAILABLE (HTTP 503): the server's fault, not the client's; ask again later.
-            message = health.dead_message(self.model_name, self._death)
+            # The engine died (health.py): the server's fault, not the client's, and final.
+            kind, message = health.dead_answer(self.model_name, self._death)
             for request in requests:
-                self._fail(request.get_response_sender(), errors.UNAVAILABLE, message)
+                self._fail(request.get_response_sender(), kind, message)
             return None
         for request in requests:
             sender = request.get_response_sender()
@@ -253,7 +258,7 @@ class TritonPythonModel:
                 feed_id = feed.open_request(request_parameters)
                 delivery = feed.delivery_of(request_parameters)
             except (abort.AbortError, feed.FeedError) as e:
-                self._fail(sender, errors.INVALID_ARGUMENT, str(e))
+                self._fail(sender, wire.INVALID_ARGUMENT, str(e))
                 continue
             if target is not None:
                 asyncio.run_coroutine_threadsafe(self._abort_request(target, sender),
@@ -265,7 +270,7 @@ class TritonPythonModel:
             try:
                 job = self._read_request(request, delivery)
             except (params.ParameterError, lora.UnknownAdapter, ValueError) as e:
-                self._fail(sender, errors.INVALID_ARGUMENT, str(e))
+                self._fail(sender, wire.INVALID_ARGUMENT, str(e))
                 continue
             except Exception as e:  # noqa: BLE001 - e.g. vLLM's own validation errors
                 # Raising from execute() would fail the whole batch inside the Python
@@ -289,7 +294,7 @@ class TritonPythonModel:
         prompt, wanted = jobs.read_prompt(get), jobs.read_wanted(get)
         client_id = request.request_id()
         request_id = jobs.new_id(client_id)
-        if self.runner == io_spec.POOLING:
+        if self.runner == wire.POOLING:
             return EmbedJob(request_id, client_id, prompt, wanted)
         given = jobs.read_generate_inputs(get, lambda: feed.sampling_of(request.parameters()))
         # vLLM computes logprobs (and so the cumulative one) only when asked: 0 asks for
@@ -304,16 +309,16 @@ class TritonPythonModel:
                            given.stream, given.exclude_input, priority, delivery)
 
     def _sampling_params(self, raw, stream, need_logprobs=False):
-        from triton_vllm_backend.compat import SAMPLING_ERRORS
+        from triton_vllm_backend.stub.compat import SAMPLING_ERRORS
         # Not `from vllm import SamplingParams` here: vLLM's package resolves that name
         # with importlib on every import, a tenth of the stub's Python time per request.
         SamplingParams = self._SamplingParams  # noqa: N806 - vLLM's class
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         kwargs = params.parse_sampling_parameters(raw, self._sampling_fields)
-        lora_name = kwargs.pop(params.LORA_NAME, None)
-        structured = kwargs.pop(params.STRUCTURED_OUTPUTS, None)
-        priority = kwargs.pop(params.PRIORITY, 0)
+        lora_name = kwargs.pop(wire.LORA_NAME, None)
+        structured = kwargs.pop(wire.STRUCTURED_OUTPUTS, None)
+        priority = kwargs.pop(wire.PRIORITY, 0)
         if need_logprobs and kwargs.get("logprobs") is None:
             kwargs["logprobs"] = 0
         try:
@@ -447,7 +452,7 @@ class TritonPythonModel:
                     tokens += len(o.token_ids)
                     finish = None if o.finish_reason is None else str(o.finish_reason)
                     if o.text or finish is not None:
-                        to.put(key, feed.DATA + template.event(o.text, finish))
+                        to.put(key, wire.FEED_DATA + template.event(o.text, finish))
                 if result.finished:
                     prompt_tokens = len(result.prompt_token_ids or ())
                     to.put(key, feed.end_record(finish, prompt_tokens, tokens))
@@ -465,16 +470,16 @@ class TritonPythonModel:
         try:
             self._feeds.open(feed_id, opened)
         except feed.FeedError as e:
-            self._fail(sender, errors.INVALID_ARGUMENT, str(e))
+            self._fail(sender, wire.INVALID_ARGUMENT, str(e))
             return
         self._send_records(sender, [])
 
     def _send_records(self, sender, records: list[bytes]):
-        self._send(sender, {"text_output": np.array(records, dtype=np.object_)})
+        self._send(sender, {wire.TEXT_OUTPUT: np.array(records, dtype=np.object_)})
 
-    def _close_feeds(self, message: str | None = None, only_unused: bool = False):
+    def _close_feeds(self, error: tuple[str, str] | None = None, only_unused: bool = False):
         """End the feeds (with only_unused, those whose client went away or that carried
-        nothing for a while: feed.IDLE_S): a final response, or `message` as their error."""
+        nothing for a while: feed.IDLE_S): a final response, or `error` (kind, message)."""
         now = self._loop.time()
         for feed_id, opened in self._feeds.items():
             _, sender = opened.held
@@ -483,10 +488,10 @@ class TritonPythonModel:
                     continue
                 self._feeds.close(feed_id)
                 opened.flush()
-                if message is None:
+                if error is None:
                     self._send(sender, None, final=True)
                 else:
-                    self._fail(sender, errors.UNAVAILABLE, message)
+                    self._fail(sender, *error)
             except Exception as e:  # noqa: BLE001 - its client is gone already
                 self.logger.log_verbose(f"[vllm] could not end a feed: {e!r}")
 
@@ -580,7 +585,7 @@ class TritonPythonModel:
 
     def _on_engine_death(self, error):
         """Once, on the loop, when the engine is found dead: every request in flight gets
-        its error now (UNAVAILABLE), instead of waiting on outputs that cannot come."""
+        its error now (ENGINE_DEAD), instead of waiting on outputs that cannot come."""
         if self._death_handled:
             return
         self._death_handled = True
@@ -588,19 +593,19 @@ class TritonPythonModel:
             self.serving_metrics.engine_died()
         self._death = error
         self.logger.log_error(f"[vllm] the engine of {self.model_name} died ({error!r}): "
-                              f"answering UNAVAILABLE from now on")
-        message = health.dead_message(self.model_name, error)
+                              f"answering UNAVAILABLE [{wire.ENGINE_DEAD}] from now on")
+        dead = health.dead_answer(self.model_name, error)
         # A feed is a request in flight, which Triton waits for before it unloads the model.
-        self._close_feeds(message)
+        self._close_feeds(dead)
         for rid, (_, sender) in list(self._requests.running()):
             self._answered_dead.add(rid)
             try:
-                self._fail(sender, errors.UNAVAILABLE, message)
+                self._fail(sender, *dead)
             except Exception as e:  # noqa: BLE001 - its client is gone already
                 self.logger.log_verbose(f"[vllm] could not answer {rid}: {e!r}")
         # Not unloaded: pb_utils.unload_model() here has crashed tritonserver (a lock
         # exception in the stub's IPC, killing vLLM's worker).  The model answers
-        # UNAVAILABLE, and the image's watch restarts the server (health.py).
+        # ENGINE_DEAD, and the image's watch restarts the server (health.py).
 
     # --------------------------------------------------------------- unload
     def finalize(self):
@@ -635,13 +640,13 @@ class TritonPythonModel:
             self.logger.log_warn(f"[vllm] request {rid} stopped unfinished: "
                                  f"{self.model_name} is unloading")
             try:
-                self._fail(sender, errors.UNAVAILABLE, UNLOADING_MESSAGE)
+                self._fail(sender, wire.UNAVAILABLE, UNLOADING_MESSAGE)
             except Exception as e:  # noqa: BLE001 - its client is gone already
                 self.logger.log_verbose(f"[vllm] could not answer {rid}: {e!r}")
         ids = self._requests.ids()
         if ids:
             await self.engine.abort(ids)
-        self._close_feeds(UNLOADING_MESSAGE)
+        self._close_feeds((wire.UNAVAILABLE, UNLOADING_MESSAGE))
 
     def _stop_loop(self):
         self._loop.call_soon_threadsafe(self._loop.stop)

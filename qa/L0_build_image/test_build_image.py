@@ -15,18 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 from qa.common import ServedProcess
-from qa.common.docker import docker
+from qa.common.build_py import CPU_IMAGE_FLAGS, run_build_py
+from qa.common.docker import docker, require_engine
+from qa.common.http_calls import fetch_json, request_json
 from tritonbuild import pins
-
-REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.docker
 READY_TIMEOUT = float(os.environ.get("TVB_READY_TIMEOUT", "180"))
@@ -34,18 +30,15 @@ READY_TIMEOUT = float(os.environ.get("TVB_READY_TIMEOUT", "180"))
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory) -> str:
-    if docker("version", check=False, timeout=60).returncode != 0:
-        pytest.fail("no Docker engine answers: eval \"$(scripts/setup_host.sh)\" starts one")
+    require_engine()
     build_dir = tmp_path_factory.mktemp("build")
-    argv = [sys.executable, str(REPO / "build.py"), "--backend=vllm", "--endpoint=openai",
-            "--enable-metrics", f"--build-dir={build_dir}", "-v"]
+    flags = [*CPU_IMAGE_FLAGS, "-v"]
     if os.environ.get("TVB_IMAGE_TAG"):
-        argv.append(f"--tag={os.environ['TVB_IMAGE_TAG']}")
-    plan_file = build_dir / "plan.json"
+        flags.append(f"--tag={os.environ['TVB_IMAGE_TAG']}")
     # Build output streams to the test log; the failure message names the command.
-    rc = subprocess.call(argv, cwd=REPO)
-    assert rc == 0, f"build failed ({rc}): {' '.join(argv)}"
-    return json.loads(plan_file.read_text())["tag"]["value"]
+    out = run_build_py(*flags, build_dir=build_dir, timeout=None, capture=False)
+    assert out.returncode == 0, f"build failed ({out.returncode}): {' '.join(out.args)}"
+    return json.loads((build_dir / "plan.json").read_text())["tag"]["value"]
 
 
 def expected_pins() -> dict[str, str]:
@@ -93,24 +86,15 @@ def test_reports_every_pinned_version(image):
                                   "status": "info"}
 
 
-def post(url: str, data: bytes) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, data=data, timeout=30) as r:
-            return r.status, r.read()
-    except OSError:
-        return 0, b""
-
-
 def test_server_ready_with_sample_repository(image):
     with ServedProcess.container("the built image's container", image,
                                  ports={"http": 8000, "openai": 9000}) as box:
         box.wait_http("http", "/v2/health/ready", timeout=READY_TIMEOUT, interval=2)
-        status, body = post(box.url("http") + "/v2/models/vllm_model/generate",
-                            json.dumps({"text_input": "Hello",
-                                        "parameters": {"max_tokens": 4}}).encode())
-        assert status == 200 and json.loads(body)["text_output"].startswith("Hello")
+        status, body = request_json(box.url("http") + "/v2/models/vllm_model/generate",
+                                    {"text_input": "Hello", "parameters": {"max_tokens": 4}},
+                                    timeout=30)
+        assert status == 200 and body["text_output"].startswith("Hello")
         # The frontend may start after the server.
         box.wait_http("openai", "/v1/models", timeout=60, interval=1)
-        with urllib.request.urlopen(box.url("openai") + "/v1/models", timeout=30) as r:
-            models = json.load(r)
+        models = fetch_json(box.url("openai") + "/v1/models", timeout=30)
         assert "vllm_model" in [m["id"] for m in models["data"]]

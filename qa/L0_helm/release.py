@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from qa.common import chart
-from qa.common.kubelet import PodContainer, Probe, docker
+from qa.common.docker import docker
+from qa.common.kubelet import PodContainer, Probe
 
 HERE = Path(__file__).parent
 

@@ -26,7 +26,9 @@ import urllib.request
 import pytest
 
 from qa.common import chart, series_total
-from qa.common.kubelet import Probe, docker
+from qa.common.docker import docker
+from qa.common.http_calls import http_status
+from qa.common.kubelet import Probe
 
 from .release import run_helm_tests, started_release, until
 
@@ -74,9 +76,7 @@ def test_helm_test_pods_pass_against_the_services(release):
 
 def test_openai_service_requires_the_generated_key(release):
     url = f"http://127.0.0.1:{release.frontend.port_of('openai')}/v1/models"
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(url, timeout=10)
-    assert err.value.code == 401
+    assert http_status(url, timeout=10) == 401
 
 
 def test_liveness_holds_while_the_engine_is_busy(release):

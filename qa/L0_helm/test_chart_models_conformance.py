@@ -7,11 +7,11 @@ frontend.  See release.py for the runner."""
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import pytest
 
 from qa.common import chart
+from qa.common.http_calls import fetch_json
 
 from .release import HERE, run_helm_tests, started_release
 
@@ -35,7 +35,7 @@ def test_probes_pass_with_the_values_model(release, kind):
 
 def test_model_config_is_the_values(release):
     url = f"http://127.0.0.1:{release.server.port_of('http')}/v2/models/tiny/config"
-    config = json.load(urllib.request.urlopen(url, timeout=10))
+    config = fetch_json(url, timeout=10)
     params = {k: v["string_value"] for k, v in config["parameters"].items()}
     assert params["vllm_model"] == "/opt/models/tiny-llama"
     assert params["vllm_max_model_len"] == "1024"

@@ -5,12 +5,10 @@ the frontend's flags.  See release.py for the runner."""
 
 from __future__ import annotations
 
-import json
-import urllib.request
-
 import pytest
 
 from qa.common import chart
+from qa.common.http_calls import fetch_json
 
 from .release import HERE, started_release
 
@@ -31,7 +29,7 @@ def test_readiness_probe_passes_for_the_model_serve_named(release):
 
 def test_the_repository_is_the_generators(release):
     url = f"http://127.0.0.1:{release.server.port_of('http')}/v2/models/tiny/config"
-    config = json.load(urllib.request.urlopen(url, timeout=10))
+    config = fetch_json(url, timeout=10)
     params = {k: v["string_value"] for k, v in config["parameters"].items()}
     assert params == {"vllm_model": "/opt/models/tiny-llama", "vllm_runner": "generate",
                       "vllm_max_model_len": "2048", "REPORT_CUSTOM_METRICS": "true"}
@@ -40,7 +38,5 @@ def test_the_repository_is_the_generators(release):
 def test_a_greedy_completion_through_the_pods_frontend(release):
     url = f"http://127.0.0.1:{release.server.port_of('openai')}/v1/completions"
     body = {"model": "tiny", "prompt": "Hello", "max_tokens": 4, "temperature": 0}
-    request = urllib.request.Request(url, json.dumps(body).encode(),
-                                     {"content-type": "application/json"})
-    answer = json.load(urllib.request.urlopen(request, timeout=60))
+    answer = fetch_json(url, body, timeout=60)
     assert answer["usage"]["completion_tokens"] == 4, answer

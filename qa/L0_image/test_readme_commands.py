@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from qa.common import free_port
-from qa.common.served import http_status
+from qa.common import ServedProcess, free_port
+from qa.common.http_calls import fetch_json
 from qa.L0_image.conftest import READY_TIMEOUT, docker
 
 pytestmark = pytest.mark.docker
@@ -103,13 +103,14 @@ def _default_block(image: str, ports: dict[str, int]) -> tuple[str, list[str]]:
 
 
 class ReadmeServer:
-    """A README `docker run` line, started by bash as written, in the background."""
+    """A README `docker run` line, started by bash as written, in the background.
+
+    ports: the README's port ("8000", "9000") -> the free one the line publishes it on."""
 
     def __init__(self, run: str, ports: dict[str, int], what: str, cwd: Path | None = None):
-        self.run, self.ports, self.what = run, ports, what
-        self.started = time.monotonic()
-        self.proc = subprocess.Popen(["bash", "-c", run], cwd=cwd, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+        self.run, self.ports = run, ports
+        self.box = ServedProcess.host(f"the README's {what}", ["bash", "-c", run],
+                                      ports=ports, cwd=cwd)
 
     def _container(self) -> str:
         return docker("ps", "-q", "--filter", f"publish={self.ports['8000']}").stdout.strip()
@@ -118,28 +119,22 @@ class ReadmeServer:
     def serving(self):
         """Until both endpoints answer (READY_TIMEOUT from the start); on leaving, stops
         its container as `docker stop` does, and the line must then end with 0."""
-        deadline = self.started + READY_TIMEOUT
-        for url in (f"http://127.0.0.1:{self.ports['8000']}/v2/health/ready",
-                    f"http://127.0.0.1:{self.ports['9000']}/v1/models"):
-            while http_status(url) != 200:
-                assert self.proc.poll() is None, (f"the README's {self.what} ended:\n"
-                                                  + self.proc.stdout.read())
-                assert time.monotonic() < deadline, f"{url} never answered"
-                time.sleep(0.5)
+        for port, path in (("8000", "/v2/health/ready"), ("9000", "/v1/models")):
+            left = self.box.started + READY_TIMEOUT - time.monotonic()
+            self.box.wait_http(port, path, timeout=max(left, 0), interval=0.5)
         cid = self._container()
         assert cid, "no container publishes the README's port"
         yield
         docker("stop", "-t", "30", cid, timeout=90)
-        assert self.proc.wait(60) == 0, f"{shlex.quote(self.run)} ended with {self.proc.returncode}"
+        code = self.box.wait_exit(60)
+        assert code == 0, f"{shlex.quote(self.run)} ended with {code}"
 
     def remove(self) -> None:
         """Whatever a test left running goes."""
         cid = self._container()
         if cid:
             docker("rm", "-f", cid, check=False)
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+        self.box.stop(timeout=0)
 
 
 @pytest.fixture(scope="module")
@@ -194,21 +189,13 @@ PROMPT = "Hello"
 
 def greedy_answers(http: int, openai: int, model: str) -> dict[str, str]:
     """The model's greedy text for PROMPT, over the OpenAI and the KServe endpoints."""
-    completion = json.loads(_post(f"http://127.0.0.1:{openai}/v1/completions", {
-        "model": model, "prompt": PROMPT, "max_tokens": 16, "temperature": 0}))
-    generated = json.loads(_post(f"http://127.0.0.1:{http}/v2/models/{model}/generate", {
-        "text_input": PROMPT, "parameters": {"max_tokens": 16, "temperature": 0}}))
+    completion = fetch_json(f"http://127.0.0.1:{openai}/v1/completions", {
+        "model": model, "prompt": PROMPT, "max_tokens": 16, "temperature": 0}, timeout=120)
+    generated = fetch_json(f"http://127.0.0.1:{http}/v2/models/{model}/generate", {
+        "text_input": PROMPT, "parameters": {"max_tokens": 16, "temperature": 0}}, timeout=120)
     # KServe's generate answers with the prompt in front (the backend's default).
     return {"openai": completion["choices"][0]["text"],
             "kserve": generated["text_output"].removeprefix(PROMPT)}
-
-
-def _post(url: str, body: dict) -> str:
-    import urllib.request
-    request = urllib.request.Request(url, json.dumps(body).encode(),
-                                     {"content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=120) as r:
-        return r.read().decode()
 
 
 @pytest.fixture

@@ -29,16 +29,16 @@ import re
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from functools import partial
 from pathlib import Path
 
 import pytest
 
-from qa.common import free_port
-from qa.common.docker import DOCKER
+from qa.common import ServedProcess
+from qa.common.build_py import CPU_IMAGE_FLAGS, build_failure, run_build_py
+from qa.common.docker import DOCKER, require_engine
 from qa.common.docker import docker as run_docker
+from qa.common.http_calls import request_json
 from tritonbuild.hostenv import discover
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,43 +89,20 @@ def stage_checkout(dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def base_image(tmp_path_factory) -> str:
-    if docker("version", check=False, timeout=60).returncode != 0:
-        pytest.fail("no Docker engine answers: eval \"$(scripts/setup_host.sh)\" starts one")
-    build_dir = tmp_path_factory.mktemp("build")
-    argv = [sys.executable, str(REPO / "build.py"), "--backend=vllm", "--endpoint=openai",
-            "--enable-metrics", f"--build-dir={build_dir}", f"--tag={FULL}", "-q"]
-    out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800)
-    assert out.returncode == 0, f"{' '.join(argv)} failed:\n{(out.stdout + out.stderr)[-4000:]}"
+    require_engine()
+    out = run_build_py(*CPU_IMAGE_FLAGS, f"--tag={FULL}", "-q",
+                       build_dir=tmp_path_factory.mktemp("build"))
+    assert out.returncode == 0, build_failure(out)
     docker("build", "-t", BASE, "-", input=STRIP)
     yield BASE
     docker("image", "rm", SNIPPET, BASE, FULL, check=False)
 
 
-def http(url: str, body: dict | None = None) -> tuple[int, dict]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=60) as r:
-            raw = r.read()
-            return r.status, json.loads(raw) if raw else {}
-    except urllib.error.HTTPError as e:
-        return e.code, {"error": e.read().decode(errors="replace")}
-    except OSError:
-        return 0, {}
-
-
-def wait_until(ok, what: str, timeout: float, logs) -> None:
-    deadline = time.monotonic() + timeout
-    while not ok():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} not within {timeout:.0f} s:\n{logs()}")
-        time.sleep(2)
-
-
-def generate(port: int) -> str:
-    status, body = http(f"http://127.0.0.1:{port}/v2/models/vllm_model/generate",
-                        {"text_input": PROMPT, "exclude_input_in_output": True,
-                         "sampling_parameters": json.dumps({"max_tokens": 8, "temperature": 0})})
+def generate(url: str) -> str:
+    status, body = request_json(f"{url}/v2/models/vllm_model/generate",
+                                {"text_input": PROMPT, "exclude_input_in_output": True,
+                                 "sampling_parameters": json.dumps({"max_tokens": 8,
+                                                                    "temperature": 0})})
     assert status == 200, body
     assert body["text_output"], body
     return body["text_output"]
@@ -134,18 +111,18 @@ def generate(port: int) -> str:
 @pytest.fixture
 def container(base_image):
     """A running container of the base image, as root, for the README's commands."""
-    ports = {"http": free_port(), "openai": free_port()}
-    cid = docker("run", "-d", "--user", "0", "--shm-size=1g",
-                 "-p", f"127.0.0.1:{ports['http']}:8000", "-p", f"127.0.0.1:{ports['openai']}:9000",
-                 *pip_cert_options(), base_image, "sleep", "infinity").stdout.strip()
+    box = ServedProcess.container("the base image's container", base_image,
+                                  ports={"http": 8000, "openai": 9000},
+                                  docker_args=["--user", "0", *pip_cert_options()],
+                                  command=["sleep", "infinity"])
     try:
-        yield cid, ports
+        yield box
     finally:
-        docker("rm", "-f", cid, check=False)
+        box.stop(timeout=0)  # `sleep` as the container's first process ignores SIGTERM
 
 
 def test_readme_commands_install_and_serve(container, tmp_path):
-    cid, ports = container
+    cid = container.cid
     docker("exec", cid, "mkdir", "-p", "/src")
     docker("cp", f"{stage_checkout(tmp_path / 'src')}/.", f"{cid}:/src")
 
@@ -177,14 +154,13 @@ def test_readme_commands_install_and_serve(container, tmp_path):
     def logs() -> str:
         return docker("exec", cid, "tail", "-c", "4000", "/tmp/serve.log", check=False).stdout
 
-    wait_until(lambda: http(f"http://127.0.0.1:{ports['http']}/v2/health/ready")[0] == 200,
-               "tritonserver ready", READY_TIMEOUT, logs)
-    text = generate(ports["http"])
-    wait_until(lambda: http(f"http://127.0.0.1:{ports['openai']}/v1/models")[0] == 200,
-               "the OpenAI frontend answering", 60, logs)
-    status, body = http(f"http://127.0.0.1:{ports['openai']}/v1/completions",
-                        {"model": "vllm_model", "prompt": PROMPT, "max_tokens": 8,
-                         "temperature": 0})
+    # The server runs under `docker exec`: its output is in serve.log, not the container's.
+    container.wait_http("http", "/v2/health/ready", timeout=READY_TIMEOUT, interval=2, log=logs)
+    text = generate(container.url("http"))
+    container.wait_http("openai", "/v1/models", timeout=60, interval=2, log=logs)
+    status, body = request_json(container.url("openai") + "/v1/completions",
+                                {"model": "vllm_model", "prompt": PROMPT, "max_tokens": 8,
+                                 "temperature": 0})
     assert status == 200, body
     # The same backend behind both: the same greedy continuation.
     assert body["choices"][0]["text"] == text, (body, text)
@@ -209,18 +185,14 @@ def test_snippet_builds_and_serves_from_a_triton_image(base_image, tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
     assert "ok       backend files: /opt/tritonserver/backends/vllm (in place)" in check.stdout
 
-    port = free_port()
-    cid = docker("run", "-d", "--shm-size=1g", "-p", f"127.0.0.1:{port}:8000", SNIPPET,
-                 "tritonserver", "--model-repository=/opt/tritonserver/model_repository").stdout.strip()
+    box = ServedProcess.container(
+        "the snippet image's tritonserver", SNIPPET, ports={"http": 8000},
+        command=["tritonserver", "--model-repository=/opt/tritonserver/model_repository"])
     try:
-        def logs() -> str:
-            out = docker("logs", cid, check=False)
-            return (out.stdout + out.stderr)[-4000:]
-        wait_until(lambda: http(f"http://127.0.0.1:{port}/v2/health/ready")[0] == 200,
-                   "tritonserver ready", READY_TIMEOUT, logs)
-        assert generate(port)
+        box.wait_http("http", "/v2/health/ready", timeout=READY_TIMEOUT, interval=2)
+        assert generate(box.url("http"))
     finally:
-        docker("rm", "-f", cid, check=False)
+        box.stop(timeout=0)
 
 
 def readme_shell_commands(marker: str) -> list[str]:

@@ -8,8 +8,6 @@ import asyncio
 import json
 import statistics
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
 import httpx
@@ -133,25 +131,3 @@ def ttfts(results: list[StreamResult]) -> list[float]:
 def summary(label: str, values: list[float]) -> str:
     return (f"{label}: n={len(values)} median={statistics.median(values) * 1000:.0f} ms "
             f"max={max(values) * 1000:.0f} ms")
-
-
-def wait_ready(url: str, timeout: float, path: str = "/health/ready") -> float:
-    """Poll `url + path` every 20 ms until it answers 200; the seconds it took."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        try:
-            with urllib.request.urlopen(url + path, timeout=2) as r:
-                if r.status == 200:
-                    return time.monotonic() - t0
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.02)
-    raise TimeoutError(f"{url}{path} not ready after {timeout:.0f} s")
-
-
-def get_status(url: str) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, json.loads(r.read() or b"{}")
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")

@@ -23,7 +23,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -32,13 +31,14 @@ import httpx
 import pytest
 
 from qa.common import TritonServer
+from qa.common.docker import container_log
 from qa.common.figures import record
+from qa.common.served import wait_for_status
 from qa.common.sse import iter_events
 from qa.L0_image.conftest import READY_TIMEOUT, docker, serve
-from tritonbuild.hostenv import docker_binary
 
-from .measure import MODEL, write_repository
-from .streams import batch, chat_body, stream, summary, ttfts, wait_ready
+from .measure import MODEL, READY_POLL_S, write_repository
+from .streams import batch, chat_body, stream, summary, ttfts
 
 pytestmark = [
     pytest.mark.docker, pytest.mark.e2e,
@@ -66,17 +66,11 @@ class Stopped:
 
 def docker_stop(container: str, timeout: int = 90) -> Stopped:
     """`docker stop -t timeout` the container, and what it left."""
-    docker_cli = docker_binary()
     t0 = time.monotonic()
-    subprocess.run([docker_cli, "stop", "-t", str(timeout), container], capture_output=True,
-                   check=True, timeout=timeout + 60)
+    docker("stop", "-t", str(timeout), container, timeout=timeout + 60)
     took = time.monotonic() - t0
-    state = json.loads(subprocess.run([docker_cli, "inspect", "-f", "{{json .State}}",
-                                       container], capture_output=True, text=True,
-                                      check=True).stdout)
-    log = subprocess.run([docker_cli, "logs", container], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, errors="replace").stdout
-    return Stopped(state["ExitCode"], took, state["OOMKilled"], log)
+    state = json.loads(docker("inspect", "-f", "{{json .State}}", container).stdout)
+    return Stopped(state["ExitCode"], took, state["OOMKilled"], container_log(container))
 
 
 async def _streams_then_stop(container: str, requests: list[tuple[str, dict]],
@@ -114,7 +108,7 @@ def served():
 def test_first_batch_after_ready_is_served_at_full_speed(served):
     # First of the module's tests, so that the batch goes as soon as the frontend is ready.
     url = f"http://127.0.0.1:{served.openai}"
-    wait_ready(url, 60)
+    wait_for_status(url + "/health/ready", timeout=60, interval=READY_POLL_S)
     first = ttfts(asyncio.run(batch(url, SAMPLE_MODEL, CONCURRENCY)))
     print(summary("\ntime to first token, first batch right after ready", first))
     # The 16 streams of a batch share their first engine step, so a batch is one sample;
@@ -190,7 +184,7 @@ def test_streams_that_cannot_finish_end_with_an_error_event(image_server):
     # clients used to get an empty, well-formed stream.  (Streams already producing are
     # cut the same way: tests/frontends/openai/test_shutdown.py.)
     server = image_server(grace=2, engine_args=LONG_ENGINE)
-    wait_ready(server.openai_url, 420)
+    wait_for_status(server.openai_url + "/health/ready", timeout=420, interval=READY_POLL_S)
     requests = [(f"{server.openai_url}/v1/chat/completions", chat_body(MODEL, LONG_TOKENS))]
     results, stopped = asyncio.run(_streams_then_stop(server._container,
                                                       requests * CONCURRENCY,
@@ -219,7 +213,7 @@ def test_a_triton_only_container_never_ends_a_cut_stream_as_if_finished(image_se
     # say that work was abandoned.
     server = image_server(grace=2, engine_args=LONG_ENGINE,
                           server_args=["--exit-timeout-secs=2"])
-    wait_ready(server.http_url, 420, "/v2/health/ready")
+    wait_for_status(server.http_url + "/v2/health/ready", timeout=420, interval=READY_POLL_S)
     body = {"text_input": "Tell me a story.", "stream": True,
             "parameters": {"max_tokens": LONG_TOKENS, "ignore_eos": True}}
     outcomes: list[str] = []

@@ -10,10 +10,11 @@ import httpx
 import pytest
 
 from qa.common import TritonServer
+from qa.common.http_calls import request_json
 from qa.L0_openai.frontend_process import FrontendProcess
 
 from .measure import MODEL, write_repository
-from .streams import get_status, stream_chat
+from .streams import stream_chat
 
 pytestmark = [
     pytest.mark.e2e,
@@ -44,6 +45,6 @@ def test_triton_going_away_mid_stream_ends_streams_with_an_error(tmp_path, tiny_
             print(f"\nTriton stopped under 4 streams: {took:.1f} s; streams: {kinds}")
             assert all(r.told for r in results), kinds
             assert all(r.done for r in results), "an error event, then [DONE]"
-            status, body = get_status(fe.url + "/health/ready")
+            status, body = request_json(fe.url + "/health/ready", timeout=5)
             assert status == 503 and "Triton" in body["status"], body
-            assert get_status(fe.url + "/health/live")[0] == 200
+            assert request_json(fe.url + "/health/live", timeout=5)[0] == 200

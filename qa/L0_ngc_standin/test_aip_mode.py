@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from qa.common.build_py import build_failure, run_build_py
 from qa.common.docker import docker
 from tritonbuild import pins
 
@@ -50,10 +51,10 @@ def _tag(name: str) -> str:
 
 def _entry_image(standin: str, tmp: Path, with_our_hook: bool) -> str:
     build_dir = tmp / ("ours" if with_our_hook else "ngc-only")
-    subprocess.run([sys.executable, str(REPO / "build.py"), "--backend=vllm", "--enable-gpu",
-                    f"--upstream-container-version={RELEASE}", "--dryrun",
-                    f"--build-dir={build_dir}"], cwd=REPO, check=True, capture_output=True,
-                   timeout=120)
+    out = run_build_py("--backend=vllm", "--enable-gpu",
+                       f"--upstream-container-version={RELEASE}", "--dryrun",
+                       build_dir=build_dir, timeout=120)
+    assert out.returncode == 0, build_failure(out)
     rendered = (build_dir / "Dockerfile").read_text().splitlines()
     runtime = rendered[next(i for i, line in enumerate(rendered) if " AS runtime" in line):]
     lines = [line for line in runtime if line.startswith(ENTRY_LINES)]

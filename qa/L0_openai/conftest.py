@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from triton_vllm_backend.lora import PUBLISHED_NAMES
+from triton_vllm_backend.stub.wire import LORA_NAMES_PARAMETER as PUBLISHED_NAMES
 
 from qa.common import TritonServer, make_tiny_lora, write_vllm_model
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from qa.common import ServedProcess, ServerError, free_port
-from qa.common.docker import DOCKER
+from qa.common.docker import docker
 from qa.common.tritonserver import MODEL_CONTROL_KEY, container_args, host_backends
 
 
@@ -24,7 +24,39 @@ def frontend_command() -> list[str]:
     return [sys.executable, "-m", "triton_openai"]
 
 
-class FrontendProcess:
+class _Frontend:
+    """What both ways of running the frontend share: the wait for it, its log, and a
+    stop on leaving a `with` block.  `_served` is the started frontend."""
+
+    _served: ServedProcess
+
+    def _wait_or_stop(self, path: str, timeout: float, interval: float) -> None:
+        """Wait until the frontend answers `path`; one that does not is stopped, and the
+        error raised."""
+        try:
+            self._served.wait_http("http", path, timeout=timeout, interval=interval)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """Stop the frontend (each way of running it has its own); its exit status."""
+        raise NotImplementedError
+
+    @property
+    def log(self) -> str:
+        return self._served.log
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class FrontendProcess(_Frontend):
+    """`triton-openai` on this host, in front of the Triton at `triton_url`."""
+
     def __init__(self, triton_url: str, *args: str, metrics_url: str | None = None,
                  env: dict[str, str] | None = None, timeout: float = 120.0, wait_ready=True):
         self.port = free_port()
@@ -37,29 +69,14 @@ class FrontendProcess:
         self._served = ServedProcess.host("triton-openai", cmd, ports={"http": self.port},
                                           env={**os.environ, **known, **(env or {})})
         self.proc = self._served.proc
-        try:
-            self._served.wait_http("http", "/health/ready" if wait_ready else "/health/live",
-                                   timeout=timeout, interval=0.2)
-        except BaseException:
-            self.stop()
-            raise
-
-    @property
-    def log(self) -> str:
-        return self._served.log
+        self._wait_or_stop("/health/ready" if wait_ready else "/health/live", timeout, 0.2)
 
     def stop(self, timeout: float = 30.0) -> int | None:
         self._served.stop(timeout)
         return self.proc.returncode
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.stop()
-
-
-class InProcessFrontend:
+class InProcessFrontend(_Frontend):
     """`triton-openai --model-repository`: the frontend with Triton in its own process.
 
     On this host: the checkout's frontend, with tritonserver's library and backends from
@@ -95,17 +112,8 @@ class InProcessFrontend:
             self._served = ServedProcess.host("triton-openai", cmd, ports={"http": port},
                                               env=env, cwd=self._tmp, own_group=True)
         self.url = self._served.url("http")
-        if not wait:
-            return
-        try:
-            self._served.wait_http("http", "/health/ready", timeout=timeout, interval=0.5)
-        except BaseException:
-            self.stop()
-            raise
-
-    @property
-    def log(self) -> str:
-        return self._served.log
+        if wait:
+            self._wait_or_stop("/health/ready", timeout, 0.5)
 
     def exit_status(self) -> int | None:
         return self._served.exit_status()
@@ -114,11 +122,11 @@ class InProcessFrontend:
         """SIGKILL the processes of this frontend whose command line holds `marker` (as
         `docker top` shows a container's, or `ps` this host's process group)."""
         if self._served.cid is not None:
-            argv = [DOCKER, "top", self._served.cid, "-eo", "pid,args"]
+            table = docker("top", self._served.cid, "-eo", "pid,args", timeout=60).stdout
         else:
-            argv = ["ps", "-eo", "pid,pgid,args"]
-        rows = [row.split(None, 2) for row in subprocess.run(
-            argv, capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()[1:]]
+            table = subprocess.run(["ps", "-eo", "pid,pgid,args"], capture_output=True,
+                                   text=True, timeout=60, check=True).stdout
+        rows = [row.split(None, 2) for row in table.splitlines()[1:]]
         if self._served.cid is None:  # this host: the frontend's process group only
             group = str(os.getpgid(self._served.proc.pid))
             rows = [[pid, *args] for pid, pgid, *args in rows if pgid == group]
@@ -132,9 +140,3 @@ class InProcessFrontend:
         status = self._served.stop(timeout)
         shutil.rmtree(self._tmp, ignore_errors=True)
         return status
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()

@@ -28,7 +28,6 @@ import httpx
 import pytest
 
 from qa.common import TritonServer, promql
-from qa.common.docker import LEAST_CPU_WEIGHT
 from qa.common.image_servers import (
     MODEL,
     MODEL_REPOSITORY,
@@ -109,9 +108,8 @@ def loaded(tmp_path_factory):
     (root / "unused").mkdir()
     image = os.environ["TVB_IMAGE"]
     # vLLM's server on the engine settings of the image's sample model, named as ours,
-    # at the CPU weight of ours, starting while ours starts.
-    vllm_serve, vllm_checks = start_container(
-        image, "vllm", image_model_json(image), docker_args=["--shm-size=1g", LEAST_CPU_WEIGHT])
+    # at the CPU weight of ours (every container's), starting while ours starts.
+    vllm_serve, vllm_checks = start_container(image, "vllm", image_model_json(image))
     with contextlib.ExitStack() as stack:
         stack.callback(vllm_serve.stop, timeout=0)
         # The image's own sample repository, as the chart serves it by default: its model

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from qa.common.build_py import CPU_IMAGE_FLAGS, run_build_py
 from qa.common.docker import docker as run_docker
 from qa.common.passes import QA_GATE_SUITE
 from qa.common.registry import LocalRegistry
@@ -146,11 +147,9 @@ def test_build_py_qa_then_push_publishes_the_real_image(registry, tmp_path):
     image_id = docker("image", "inspect", "-f", "{{.Id}}", image).stdout.strip()
     config = registry.docker_config(tmp_path / "docker-config")
     build_dir = tmp_path / "build"
-    argv = [sys.executable, str(REPO / "build.py"), "--backend=vllm", "--endpoint=openai",
-            "--enable-metrics", f"--tag={image}", f"--build-dir={build_dir}", "-q",
-            f"--qa={QA_GATE_SUITE}", f"--push={registry.address}/triton/vllm"]
-    out = subprocess.run(argv, cwd=REPO, env={**os.environ, "DOCKER_CONFIG": str(config)},
-                         capture_output=True, text=True, timeout=1800)
+    out = run_build_py(*CPU_IMAGE_FLAGS, f"--tag={image}", "-q", f"--qa={QA_GATE_SUITE}",
+                       f"--push={registry.address}/triton/vllm", build_dir=build_dir,
+                       env={**os.environ, "DOCKER_CONFIG": str(config)})
     summary_file = build_dir / "qa" / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
     failures = [name for suite in summary.get("suites", []) for name in suite["failures"]]

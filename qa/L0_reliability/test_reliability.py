@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 
 import httpx
 import pytest
 
-from qa.common.docker import LEAST_CPU_WEIGHT
+from qa.common import ServedProcess
 from qa.common.figures import record
 from qa.common.sse import iter_events
 from qa.L0_image.conftest import READY_TIMEOUT, docker, serve
@@ -135,15 +134,6 @@ def _listed(ends: list[str], logs: str) -> str:
     return "\n".join(["streams in flight at the kill ended:", *ends, "log:", logs])
 
 
-def exit_status(cid: str, timeout: float) -> int | None:
-    try:
-        out = subprocess.run(["docker", "wait", cid], capture_output=True, text=True,
-                             timeout=timeout, env={**os.environ})
-    except subprocess.TimeoutExpired:
-        return None
-    return int(out.stdout.strip())
-
-
 def kill_mid_stream(url: str, pids: list[int], logs) -> tuple[list[Streams], float]:
     """Start STREAMS streams on `url`, SIGKILL `pids` while they produce; the streams and
     the moment of the kill.  `logs()` is the server's log, for the errors."""
@@ -187,7 +177,7 @@ def cut_by_the_kill(streams: list[Streams], killed: float) -> list[tuple[float, 
 @pytest.mark.parametrize("process", list(EXIT_STATUSES))
 def test_a_killed_process_ends_every_stream_and_the_container(image, process):
     statuses = EXIT_STATUSES[process]
-    served = serve(image, LEAST_CPU_WEIGHT)
+    served = serve(image)
     url = f"http://127.0.0.1:{served.openai}/v1/completions"
     try:
         # Found first: `docker top` can take seconds on a loaded machine, and the kill
@@ -200,7 +190,7 @@ def test_a_killed_process_ends_every_stream_and_the_container(image, process):
         refused_after, refusal = refused(url, killed)
         for stream in streams:
             stream.join(timeout=STREAM_END_S + 60)
-        code = exit_status(served.cid, EXIT_S)
+        code = served.box.wait_exit(EXIT_S)
         exited = time.monotonic() - killed
         logs = served.logs()
         # Searched whole: a dying engine's traceback alone can fill the tail.
@@ -263,7 +253,7 @@ def test_a_frontend_alone_before_a_dead_engine_says_so_itself(image):
     ready.  The frontend's own watch sees the model dead: its streams end with an error
     event, readiness turns 503 naming the model, and new requests get a 503
     (service_unavailable, with Retry-After), each within STREAM_END_S of the kill."""
-    served = serve(image, LEAST_CPU_WEIGHT, command=("bash", "-c", UNWATCHED))
+    served = serve(image, command=("bash", "-c", UNWATCHED))
     base = f"http://127.0.0.1:{served.openai}"
     try:
         served.box.wait_http("openai", "/health/ready", timeout=READY_TIMEOUT)
@@ -309,12 +299,12 @@ def test_a_frontend_alone_before_a_dead_engine_says_so_itself(image):
 def test_a_start_that_does_not_finish_in_time_exits_non_zero(image):
     """START_TIMEOUT_SECONDS bounds the start (a stub launch that wedges must end in a
     restart, not a container that never serves)."""
-    cid = docker("run", "-d", "--shm-size=1g", "-e", "START_TIMEOUT_SECONDS=2",
-                 image).stdout.strip()
+    box = ServedProcess.container("a start bounded to 2 s", image,
+                                  docker_args=["-e", "START_TIMEOUT_SECONDS=2"])
     try:
-        code = exit_status(cid, 60)
-        logs = docker("logs", cid, check=False)
+        code = box.wait_exit(60)
+        logs = docker("logs", box.cid, check=False)  # stderr apart: the message goes there
     finally:
-        docker("rm", "-f", cid, check=False)
+        box.stop(timeout=0)
     assert code == 3, logs.stdout + logs.stderr
     assert "not ready within 2 s" in logs.stderr

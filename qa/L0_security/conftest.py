@@ -20,7 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from qa.common.kubelet import PodContainer, docker
+from qa.common.docker import docker
+from qa.common.kubelet import PodContainer
 from qa.L0_helm.release import Release, started_release
 
 HERE = Path(__file__).parent

@@ -8,19 +8,16 @@ command line, which the entrypoint must not pass on, nor keep in PID 1's."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import httpx
 import pytest
 
 from qa.common import ServedProcess
+from qa.common.build_py import run_build_py
 from qa.common.docker import docker
 
 pytestmark = pytest.mark.docker
 
-REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = float(os.environ.get("TVB_READY_TIMEOUT", "240"))
 SERVE_KEY = "serve-key-that-must-not-leak-3141592653"
 
@@ -92,10 +89,10 @@ def test_no_image_layer_holds_an_api_key(target):
 
 
 def test_build_py_refuses_a_key_in_the_served_models_flags(tiny_model, tmp_path):
-    argv = [sys.executable, str(REPO / "build.py"), "--backend=vllm", "--endpoint=openai",
-            f"--build-dir={tmp_path}", "--dryrun", f"--serve-model={tiny_model}",
-            f"--serve-model-args=--max-model-len 512 --api-key {SERVE_KEY}"]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO)
+    out = run_build_py("--backend=vllm", "--endpoint=openai", "--dryrun",
+                       f"--serve-model={tiny_model}",
+                       f"--serve-model-args=--max-model-len 512 --api-key {SERVE_KEY}",
+                       build_dir=tmp_path, timeout=120)
     assert out.returncode != 0, out.stdout + out.stderr
     assert "--api-key" in out.stderr and "TRITON_OPENAI_API_KEY" in out.stderr, out.stderr
     assert SERVE_KEY not in out.stderr  # the refusal names the flag, not its value

@@ -7,6 +7,9 @@
 - `tiny_model_path()` makes the tiny test model once and caches it.
 - `write_model_repository()` lays out a model repository for the vLLM backend;
   `make_tiny_lora()` makes a LoRA adapter for the tiny model.
+- Modules of their own: `qa.common.docker` runs the docker client (every container gets
+  the least CPU weight), `qa.common.build_py` runs ./build.py, and
+  `qa.common.http_calls` asks a server one small HTTP question (a status, a JSON answer).
 
 pytest's `pythonpath` setting puts the repository root on `sys.path`, so tests import these as
 `from qa.common import TritonServer`.

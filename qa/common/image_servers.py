@@ -15,14 +15,14 @@ answers ready: what a user waits for before the first request.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
-import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from qa.common import ServedProcess
-from qa.common.docker import DOCKER
+from qa.common.docker import docker
 
 # Where the image keeps its sample model repository and the model the benchmark serves.
 MODEL_REPOSITORY = "/opt/tritonserver/model_repository"
@@ -55,9 +55,8 @@ def vllm_server_flags(model_json: dict) -> list[str]:
 
 def image_model_json(image: str, model: str = MODEL) -> dict:
     """The model.json that the image's sample repository serves `model` with."""
-    out = subprocess.run([DOCKER, "run", "--rm", "--entrypoint", "cat", image,
-                          f"{MODEL_REPOSITORY}/{model}/1/model.json"],
-                         capture_output=True, text=True, timeout=120)
+    out = docker("run", "--rm", "--entrypoint", "cat", image,
+                 f"{MODEL_REPOSITORY}/{model}/1/model.json", check=False)
     if out.returncode != 0:
         raise RuntimeError(f"cannot read {model}'s model.json from {image}: {out.stderr.strip()}")
     return json.loads(out.stdout)
@@ -101,6 +100,13 @@ def start_container(image: str, kind: str, model_json: dict, *, docker_args=(),
     box = ServedProcess.container(f"the {kind} container", image, ports=ports,
                                   docker_args=docker_args, command=command)
     return box, checks
+
+
+def add_vllm_arg_option(parser: argparse.ArgumentParser) -> None:
+    """A benchmark's repeatable `--vllm-arg` option, which vllm_flags() reads."""
+    parser.add_argument("--vllm-arg", action="append", default=[], metavar="ARG",
+                        help="more flags of vLLM's server, split as a shell would "
+                             "(repeatable; write --vllm-arg=\"--stream-interval 13\")")
 
 
 def vllm_flags(args: list[str]) -> list[str]:

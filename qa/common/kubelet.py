@@ -27,16 +27,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from qa.common.docker import LEAST_CPU_WEIGHT
-from qa.common.tritonserver import free_port
-from tritonbuild.hostenv import docker_binary
+from qa.common.docker import LEAST_CPU_WEIGHT, docker
+from qa.common.served import free_port
 
 _UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 
 
 class PodError(RuntimeError):
-    """The pod spec asks for something this runner cannot do, or Docker refused it."""
+    """The pod spec asks for something this runner cannot do.  (A `docker` command that
+    fails is qa.common.docker's AssertionError.)"""
 
 
 def quantity_bytes(value) -> int:
@@ -44,14 +44,6 @@ def quantity_bytes(value) -> int:
     if not match or match.group(2) not in _UNITS:
         raise PodError(f"unsupported quantity {value!r}")
     return int(float(match.group(1)) * _UNITS[match.group(2)])
-
-
-def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-    out = subprocess.run([docker_binary(), *args], capture_output=True, text=True,
-                         timeout=timeout)
-    if check and out.returncode != 0:
-        raise PodError(f"docker {' '.join(args[:3])} ... failed: {out.stderr.strip()}")
-    return out
 
 
 def _matches(selector: dict, labels: dict) -> bool:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 # The backend's own account of the parameters clients discover a model by.
-from triton_vllm_backend.engine_config import published_parameters
+from triton_vllm_backend.stub.engine_config import published_parameters
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAKE_TINY_MODEL = REPO_ROOT / "model_repository" / "make_tiny_model.py"

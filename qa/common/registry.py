@@ -11,10 +11,9 @@ import json
 import shutil
 import subprocess
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from qa.common.http_calls import fetch_json, http_status
 from qa.common.served import ServedProcess, free_port
 
 REGISTRY_BINARY = "/usr/bin/docker-registry"
@@ -50,25 +49,19 @@ class LocalRegistry:
             self.stop()
             raise
 
+    def _login(self, password: str) -> dict[str, str]:
+        token = base64.b64encode(f"{self.user}:{password}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+
     def status(self, path: str, password: str | None = None) -> int:
-        request = urllib.request.Request(f"http://{self.address}{path}")
-        if password is not None:
-            token = base64.b64encode(f"{self.user}:{password}".encode()).decode()
-            request.add_header("Authorization", f"Basic {token}")
-        try:
-            with urllib.request.urlopen(request, timeout=5) as r:
-                return r.status
-        except urllib.error.HTTPError as e:
-            return e.code
-        except OSError:
-            return 0
+        """The status of a GET of `path`, as a client with `password` (or none) gets it."""
+        headers = self._login(password) if password is not None else None
+        return http_status(f"http://{self.address}{path}", timeout=5, headers=headers)
 
     def get_json(self, path: str) -> dict:
-        request = urllib.request.Request(f"http://{self.address}{path}")
-        token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-        with urllib.request.urlopen(request, timeout=10) as r:
-            return json.load(r)
+        """The answer to a GET of `path` as the registry's user."""
+        return fetch_json(f"http://{self.address}{path}", headers=self._login(self.password),
+                          timeout=10)
 
     def docker_config(self, folder: Path, password: str | None = None) -> Path:
         """A Docker config folder holding credentials for this registry, as `docker login`

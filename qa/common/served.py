@@ -11,7 +11,8 @@ image, on free loopback ports, with its log kept, waited for until it answers, a
 
 `wait_until()` is the one way to wait for anything a server does: on a timeout or an early
 exit its error says what it waited for, for how long, and, for a server that died, its exit
-status and the end of its log.
+status and the end of its log.  Every container gets the least CPU weight
+(qa.common.docker.LEAST_CPU_WEIGHT).
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ import socket
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from qa.common.docker import DOCKER
+from qa.common.docker import LEAST_CPU_WEIGHT, container_log, docker
+from qa.common.http_calls import http_status
 
 LOOPBACK = "127.0.0.1"
 
@@ -60,39 +60,46 @@ def free_port() -> int:
     raise ServerError(f"no free port found below {low}")
 
 
-def http_status(url: str, timeout: float = 3) -> int:
-    """The HTTP status `url` answers a GET with; 0 when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-    except OSError:
-        return 0
-
-
 def wait_until(check: Callable[[], bool], *, timeout: float, describe: str,
-               process: ServedProcess | None = None, interval: float = 0.25) -> float:
+               process: ServedProcess | None = None, interval: float = 0.25,
+               log: Callable[[], str] | None = None) -> float:
     """Call `check` until it is true and return the seconds that took.
 
     describe: what is waited for, for the error ("http://...:8000/v2/health/ready to answer
         200").
     process: the server whose exit ends the wait early; its exit status and log tail go
         into the error.
+    log: the end of the log the error shows instead of `process`'s own, for a server whose
+        output goes elsewhere (one that `docker exec` started inside the container).
     A ServerError after `timeout` seconds, or as soon as `process` has exited."""
     start = time.monotonic()
+
+    def tail() -> str:
+        text = log() if log is not None else process.log_tail() if process is not None else ""
+        return f":\n{text}" if text or process is not None else ""
+
     while True:
         if check():
             return time.monotonic() - start
         waited = time.monotonic() - start
         if process is not None and (code := process.exit_status()) is not None:
             raise ServerError(f"{process.name} exited with status {code} after {waited:.1f} s,"
-                              f" waiting for {describe}:\n{process.log_tail()}")
+                              f" waiting for {describe}{tail()}")
         if waited >= timeout:
-            who, tail = ((f"{process.name}: ", f":\n{process.log_tail()}") if process is not None
-                         else ("", ""))
-            raise ServerError(f"{who}gave up after {timeout:.0f} s waiting for {describe}{tail}")
+            who = f"{process.name}: " if process is not None else ""
+            raise ServerError(f"{who}gave up after {timeout:.0f} s waiting for {describe}"
+                              f"{tail()}")
         time.sleep(interval)
+
+
+def wait_for_status(url: str, *, timeout: float, status: int = 200, interval: float = 0.25,
+                    process: ServedProcess | None = None,
+                    log: Callable[[], str] | None = None) -> float:
+    """Wait until a GET of `url` answers `status`; the seconds that took (see wait_until()
+    for `process` and `log`).  Without `process`, nothing but the URL is asked: a poll
+    every few milliseconds then costs no `docker inspect` each time."""
+    return wait_until(lambda: http_status(url) == status, timeout=timeout, process=process,
+                      describe=f"{url} to answer {status}", interval=interval, log=log)
 
 
 class ServedProcess:
@@ -152,20 +159,23 @@ class ServedProcess:
     def container(cls, name: str, image: str, *, ports: Mapping[str, int] = (),
                   docker_args: Sequence[str] = (), command: Sequence[str] = (),
                   shm_size: str = "1g") -> ServedProcess:
-        """`docker run -d` a container of `image`.
+        """`docker run -d` a container of `image`, at the least CPU weight (see
+        qa.common.docker.LEAST_CPU_WEIGHT).
 
         ports: port name -> container port; each is published on a free loopback port.
-        docker_args: more `docker run` options; command: what follows the image.
+        docker_args: more `docker run` options, after the harness's own: a later
+            `--cpu-shares` or `--shm-size` replaces its value.
+        command: what follows the image.
         shm_size: vLLM's engine processes pass tensors through /dev/shm, which Docker
             makes 64 MB by default."""
         host_ports = {key: free_port() for key in ports}
-        cmd = [DOCKER, "run", "-d", f"--shm-size={shm_size}"]
-        for key, container_port in ports.items():
-            cmd += ["-p", f"{LOOPBACK}:{host_ports[key]}:{container_port}"]
+        args = ["run", "-d", f"--shm-size={shm_size}", LEAST_CPU_WEIGHT]
+        for key, container_port in dict(ports).items():
+            args += ["-p", f"{LOOPBACK}:{host_ports[key]}:{container_port}"]
         # No --rm: a container that dies at start-up keeps its log until stop() removes it.
-        cmd += [*docker_args, image, *command]
+        args += [*docker_args, image, *command]
         started = time.monotonic()
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        out = docker(*args, check=False, timeout=300)
         if out.returncode != 0:
             raise ServerError(f"docker run {image} failed ({out.returncode}): "
                               f"{out.stderr.strip()}")
@@ -182,8 +192,8 @@ class ServedProcess:
             return self.proc.poll()
         if self.cid is None:
             return -1
-        out = subprocess.run([DOCKER, "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}",
-                              self.cid], capture_output=True, text=True, timeout=60)
+        out = docker("inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", self.cid,
+                     check=False, timeout=60)
         if out.returncode != 0:
             return -1
         running, code = out.stdout.split()
@@ -192,19 +202,25 @@ class ServedProcess:
     def running(self) -> bool:
         return self.exit_status() is None
 
-    def wait_http(self, port: str, path: str, *, timeout: float, status: int = 200,
-                  interval: float = 0.25) -> float:
-        """Wait until `path` on `port` answers `status`; the seconds since the start."""
-        url = self.url(port) + path
-        wait_until(lambda: http_status(url) == status, timeout=timeout, process=self,
-                   describe=f"{url} to answer {status}", interval=interval)
-        return time.monotonic() - self.started
+    def wait_exit(self, timeout: float) -> int | None:
+        """Wait up to `timeout` seconds for the server to exit by itself: its exit status,
+        or None while it still runs."""
+        try:
+            if self.proc is not None:
+                return self.proc.wait(timeout)
+            if self.cid is None:
+                return -1
+            return int(docker("wait", self.cid, timeout=timeout).stdout.strip())
+        except subprocess.TimeoutExpired:
+            return None
 
-    def _container_log(self, *options: str) -> str:
-        out = subprocess.run([DOCKER, "logs", *options, self.cid], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, errors="replace",
-                             timeout=120)
-        return out.stdout
+    def wait_http(self, port: str, path: str, *, timeout: float, status: int = 200,
+                  interval: float = 0.25, log: Callable[[], str] | None = None) -> float:
+        """Wait until `path` on `port` answers `status`; the seconds since the start.
+        An exit of the server ends the wait early (see wait_until(), also for `log`)."""
+        wait_for_status(self.url(port) + path, timeout=timeout, status=status,
+                        interval=interval, process=self, log=log)
+        return time.monotonic() - self.started
 
     @property
     def log(self) -> str:
@@ -212,7 +228,7 @@ class ServedProcess:
         if self._kept_log is not None:
             return self._kept_log
         if self.cid is not None:
-            return self._container_log()
+            return container_log(self.cid)
         try:
             return self._log_path.read_text(errors="replace")
         except (FileNotFoundError, AttributeError):
@@ -222,7 +238,7 @@ class ServedProcess:
         """The last `lines` lines of the log.  A running container's come from the engine
         alone: a server out of file descriptors can log without end, too much to read."""
         if self._kept_log is None and self.cid is not None:
-            return self._container_log("--tail", str(lines)).rstrip("\n")
+            return container_log(self.cid, "--tail", str(lines)).rstrip("\n")
         return "\n".join(self.log.splitlines()[-lines:])
 
     # --- stop --------------------------------------------------------------
@@ -237,11 +253,10 @@ class ServedProcess:
             self._keep_log()
             self.proc = None
         if self.cid is not None:
-            subprocess.run([DOCKER, "stop", "-t", str(int(timeout)), self.cid],
-                           capture_output=True, timeout=timeout + 60)
+            docker("stop", "-t", str(int(timeout)), self.cid, check=False, timeout=timeout + 60)
             code = self.exit_status()
             self._keep_log()
-            subprocess.run([DOCKER, "rm", "-f", self.cid], capture_output=True, timeout=120)
+            docker("rm", "-f", self.cid, check=False)
             self.cid = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)

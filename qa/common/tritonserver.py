@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from qa.common.docker import LEAST_CPU_WEIGHT
 from qa.common.models import gpu_count
 from qa.common.served import ServedProcess, ServerError, free_port
 
@@ -89,7 +88,7 @@ def container_args(model_repository: Path, mounts=(), env=None) -> list[str]:
     # As the test's own user: the repository and the model live in folders only it
     # may read (pytest's tmp dirs, ~/.cache are 0700), which the image's own user
     # cannot; the image's default user is checked by L0_build_image.
-    args = [LEAST_CPU_WEIGHT, "--user", f"{os.getuid()}:{os.getgid()}",
+    args = ["--user", f"{os.getuid()}:{os.getgid()}",
             "-v", f"{model_repository}:/models:ro", "-e", "MODEL_REPOSITORY=/models"]
     for mount in mounts:
         args += ["-v", f"{mount}:{mount}:ro"]

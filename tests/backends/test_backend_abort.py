@@ -3,17 +3,18 @@
 import json
 
 import pytest
-from triton_vllm_backend.abort import PARAMETER, AbortError, RecentAborts, target_of
+from triton_vllm_backend.stub.abort import AbortError, RecentAborts, target_of
+from triton_vllm_backend.stub.wire import ABORT_PARAMETER
 
 
 def test_target_of_reads_the_request_parameters():
     assert target_of(None) is None
     assert target_of("") is None
     assert target_of('{"max_tokens": 3}') is None  # an ordinary request
-    assert target_of(f'{{"{PARAMETER}": "cmpl-1"}}') == "cmpl-1"
-    assert target_of({PARAMETER: "cmpl-2"}) == "cmpl-2"
-    for bad in (json.dumps({PARAMETER: ""}), json.dumps({PARAMETER: 5})):
-        with pytest.raises(AbortError, match=PARAMETER):
+    assert target_of(f'{{"{ABORT_PARAMETER}": "cmpl-1"}}') == "cmpl-1"
+    assert target_of({ABORT_PARAMETER: "cmpl-2"}) == "cmpl-2"
+    for bad in (json.dumps({ABORT_PARAMETER: ""}), json.dumps({ABORT_PARAMETER: 5})):
+        with pytest.raises(AbortError, match=ABORT_PARAMETER):
             target_of(bad)
 
 

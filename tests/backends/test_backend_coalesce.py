@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from triton_vllm_backend import coalesce
-from triton_vllm_backend.engine_config import ConfigError
+from triton_vllm_backend.stub import coalesce
+from triton_vllm_backend.stub.engine_config import ConfigError
 
 
 def test_a_stub_that_keeps_up_streams_every_token_whatever_the_load():

@@ -1,7 +1,7 @@
 """Compact JSON per request: a JSON constraint becomes a grammar without free whitespace."""
 
 import pytest
-from triton_vllm_backend import compact_json
+from triton_vllm_backend.stub import compact_json
 
 xgrammar = pytest.importorskip("xgrammar")
 from xgrammar.testing import _is_grammar_accept_string as accepts  # noqa: E402

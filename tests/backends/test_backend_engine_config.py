@@ -1,8 +1,8 @@
 import json
 
 import pytest
-from triton_vllm_backend import engine_config
-from triton_vllm_backend.engine_config import (
+from triton_vllm_backend.stub import engine_config
+from triton_vllm_backend.stub.engine_config import (
     ConfigError,
     bool_setting,
     check_devices,
@@ -13,8 +13,8 @@ from triton_vllm_backend.engine_config import (
     resolve_paths,
     runner_of,
 )
-from triton_vllm_backend.lora import UnknownAdapter, adapter_id, load_adapters
-from triton_vllm_backend.lora import check_published as check_lora_published
+from triton_vllm_backend.stub.lora import UnknownAdapter, adapter_id, load_adapters
+from triton_vllm_backend.stub.lora import check_published as check_lora_published
 
 KNOWN = {"model", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size",
          "runner", "enable_lora", "dtype", "tokenizer"}
@@ -141,7 +141,7 @@ def test_cpu_engines_get_the_amx_worker_hook():
 
 def test_the_amx_hook_names_the_class_vllm_imports():
     pytest.importorskip("torch")
-    from triton_vllm_backend import amx_worker
+    from triton_vllm_backend.stub import amx_worker
 
     assert engine_config.AMX_WORKER_EXTENSION == amx_worker.QUALNAME
     # vLLM refuses an extension whose attributes clash with its worker's.

@@ -1,17 +1,18 @@
-"""The kind that leads every error the backend sends (triton_vllm_backend/errors.py)."""
+"""The kind that leads every error the backend sends (triton_vllm_backend/stub/errors.py)."""
 
 import sys
 import types
 
 import fake_pb_utils as pb
 import pytest
-from triton_vllm_backend import errors, lora, params
+from triton_vllm_backend.stub import errors, lora, params, wire
 
 
 @pytest.mark.parametrize("kind, code", [
-    (errors.INVALID_ARGUMENT, pb.TritonError.INVALID_ARG),
-    (errors.UNAVAILABLE, pb.TritonError.UNAVAILABLE),
-    (errors.INTERNAL, pb.TritonError.INTERNAL),
+    (wire.INVALID_ARGUMENT, pb.TritonError.INVALID_ARG),
+    (wire.UNAVAILABLE, pb.TritonError.UNAVAILABLE),
+    (wire.ENGINE_DEAD, pb.TritonError.UNAVAILABLE),
+    (wire.INTERNAL, pb.TritonError.INTERNAL),
 ])
 def test_the_error_sent_leads_with_its_kind_and_carries_its_code(kind, code):
     error = errors.triton_error(pb, kind, "what went wrong")
@@ -20,13 +21,13 @@ def test_the_error_sent_leads_with_its_kind_and_carries_its_code(kind, code):
 
 
 def test_every_kind_has_a_code():
-    for kind in errors.KINDS:
+    for kind in wire.ERROR_KINDS:
         errors.triton_error(pb, kind, "x")
 
 
 def test_a_kind_that_does_not_exist_is_refused():
     with pytest.raises(ValueError, match="not an error kind: 'bad_request'"):
-        errors.tagged("bad_request", "x")
+        wire.tagged("bad_request", "x")
 
 
 class EngineGenerateError(Exception):
@@ -41,14 +42,14 @@ def _wrapped(cause: BaseException) -> BaseException:
 
 
 @pytest.mark.parametrize("error, kind, text", [
-    (params.ParameterError("unknown sampling parameter 'x'"), errors.INVALID_ARGUMENT,
+    (params.ParameterError("unknown sampling parameter 'x'"), wire.INVALID_ARGUMENT,
      "ParameterError: unknown sampling parameter 'x'"),
-    (lora.UnknownAdapter("unknown LoRA adapter 'chat'"), errors.INVALID_ARGUMENT,
+    (lora.UnknownAdapter("unknown LoRA adapter 'chat'"), wire.INVALID_ARGUMENT,
      "UnknownAdapter: unknown LoRA adapter 'chat'"),
-    (_wrapped(ValueError("max_tokens must be at least 1")), errors.INVALID_ARGUMENT,
+    (_wrapped(ValueError("max_tokens must be at least 1")), wire.INVALID_ARGUMENT,
      "ValueError: max_tokens must be at least 1"),
-    (_wrapped(RuntimeError("CUDA error")), errors.INTERNAL, "RuntimeError: CUDA error"),
-    (_wrapped(KeyError()), errors.INTERNAL, "KeyError"),
+    (_wrapped(RuntimeError("CUDA error")), wire.INTERNAL, "RuntimeError: CUDA error"),
+    (_wrapped(KeyError()), wire.INTERNAL, "KeyError"),
 ])
 def test_an_exception_is_described_by_its_cause(error, kind, text):
     got_kind, got_text = errors.described(error)
@@ -62,4 +63,4 @@ def test_vllms_client_errors_are_invalid_arguments(monkeypatch):
     validation_error = type("VLLMValidationError", (exceptions.VLLMClientError,), {})
     monkeypatch.setitem(sys.modules, "vllm.exceptions", exceptions)
     assert errors.described(_wrapped(validation_error("prompt too long"))) == (
-        errors.INVALID_ARGUMENT, "VLLMValidationError: prompt too long")
+        wire.INVALID_ARGUMENT, "VLLMValidationError: prompt too long")

@@ -3,15 +3,15 @@
 import json
 
 import pytest
-from triton_vllm_backend import feed
+from triton_vllm_backend.stub import feed, wire
 
 FEED_ID = "0123456789abcdef" * 2
 TEMPLATE = json.dumps(['data: {"text":', ',"finish_reason":', "}\n\n"])
 
 
 def on_feed(**overrides):
-    parameters = {feed.FEED_PARAMETER: FEED_ID, feed.KEY_PARAMETER: "3",
-                  feed.EVENT_PARAMETER: TEMPLATE}
+    parameters = {wire.FEED_PARAMETER: FEED_ID, wire.FEED_KEY_PARAMETER: "3",
+                  wire.FEED_EVENT_PARAMETER: TEMPLATE}
     parameters.update(overrides)
     return {k: v for k, v in parameters.items() if v is not None}
 
@@ -24,22 +24,22 @@ def test_a_request_without_feed_parameters_opens_and_names_none():
 @pytest.mark.parametrize("feed_id", ["", "short", "G" * 32, FEED_ID.upper(), 7, FEED_ID + "0"])
 def test_a_feed_id_is_32_lowercase_hex_digits(feed_id):
     with pytest.raises(feed.FeedError, match="32 lowercase hex digits"):
-        feed.open_request({feed.OPEN_PARAMETER: feed_id})
+        feed.open_request({wire.FEED_OPEN_PARAMETER: feed_id})
     with pytest.raises(feed.FeedError, match="32 lowercase hex digits"):
-        feed.delivery_of(on_feed(**{feed.FEED_PARAMETER: feed_id}))
+        feed.delivery_of(on_feed(**{wire.FEED_PARAMETER: feed_id}))
 
 
 @pytest.mark.parametrize("key", [None, "", "k" * 65, 5])
 def test_a_stream_names_its_key(key):
-    with pytest.raises(feed.FeedError, match=feed.KEY_PARAMETER):
-        feed.delivery_of(on_feed(**{feed.KEY_PARAMETER: key}))
+    with pytest.raises(feed.FeedError, match=wire.FEED_KEY_PARAMETER):
+        feed.delivery_of(on_feed(**{wire.FEED_KEY_PARAMETER: key}))
 
 
 @pytest.mark.parametrize("event", [None, "not json", json.dumps(["a", "b"]),
                                    json.dumps(["a", "b", 3]), json.dumps(["x" * 5000, "", ""])])
 def test_a_streams_event_template_is_three_strings_of_bounded_size(event):
-    with pytest.raises(feed.FeedError, match=feed.EVENT_PARAMETER):
-        feed.delivery_of(on_feed(**{feed.EVENT_PARAMETER: event}))
+    with pytest.raises(feed.FeedError, match=wire.FEED_EVENT_PARAMETER):
+        feed.delivery_of(on_feed(**{wire.FEED_EVENT_PARAMETER: event}))
 
 
 def test_an_event_is_its_template_around_the_text_and_finish_as_json():

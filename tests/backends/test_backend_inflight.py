@@ -1,7 +1,7 @@
 """The bookkeeping of requests in flight: cancellation, abort requests, reused ids."""
 
-from triton_vllm_backend.abort import RecentAborts
-from triton_vllm_backend.inflight import RequestsInFlight
+from triton_vllm_backend.stub.abort import RecentAborts
+from triton_vllm_backend.stub.inflight import RequestsInFlight
 
 
 def test_a_request_is_tracked_until_it_finishes():

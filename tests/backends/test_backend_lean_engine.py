@@ -5,7 +5,7 @@ from __future__ import annotations
 import types
 
 import pytest
-from triton_vllm_backend import lean_engine
+from triton_vllm_backend.stub import lean_engine
 
 loggers = pytest.importorskip("vllm.v1.metrics.loggers")
 

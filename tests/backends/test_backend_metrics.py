@@ -1,4 +1,4 @@
-"""triton_vllm_backend/metrics.py against the fake stub module: which series it makes, and
+"""triton_vllm_backend/stub/metrics.py against the fake stub module: which series it makes, and
 how many metric calls (each a round trip from the stub to tritonserver) the engine's
 statistics cost.  vLLM's stat logger base class is stood in for; the real engine feeds
 these series in qa/L0_backend_vllm."""
@@ -18,7 +18,7 @@ import fake_pb_utils as pb
 import pytest
 
 METRICS_PY = (Path(__file__).resolve().parents[2] / "backends" / "vllm" / "triton_vllm_backend"
-              / "metrics.py")
+              / "stub" / "metrics.py")
 LABELS = {"model": "m", "version": "1", "model_name": "m"}
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import fake_pb_utils as pb
 import numpy as np
 import pytest
-from triton_vllm_backend import coalesce, feed, io_spec, params
+from triton_vllm_backend.stub import coalesce, feed, io_spec, params, wire
 from vllm_fakes import Choice, Pooled, PoolingResult, Result
 
 MODEL_PY = Path(__file__).resolve().parents[2] / "backends" / "vllm" / "model.py"
@@ -101,7 +101,7 @@ class FakeEngine:
 def serve(model_module):
     models = []
 
-    def start(engine, runner=io_spec.GENERATE):
+    def start(engine, runner=wire.GENERATE):
         model = model_module.TritonPythonModel()
         model.logger, model.model_name, model.runner = pb.Logger, "m", runner
         model.health_check, model.stat_loggers = False, []
@@ -109,7 +109,7 @@ def serve(model_module):
         def sampling_params(raw, stream, need_logprobs=False):
             parsed = params.parse_sampling_parameters(raw, {"stream_interval"})
             return (Sampling(parsed.get("n", 1), parsed.get("stream_interval")), None,
-                    parsed.get(params.PRIORITY, 0))
+                    parsed.get(wire.PRIORITY, 0))
 
         model._sampling_params = sampling_params
         model._priority_scheduling = False
@@ -169,7 +169,7 @@ class FakeModelConfig:
 
 
 @pytest.mark.parametrize("model_json,runner", [
-    ({"model": "m"}, io_spec.GENERATE), ({"model": "m", "runner": "pooling"}, io_spec.POOLING)])
+    ({"model": "m"}, wire.GENERATE), ({"model": "m", "runner": "pooling"}, wire.POOLING)])
 def test_auto_complete_declares_the_runners_tensors(model_module, monkeypatch, tmp_path,
                                                      model_json, runner):
     (tmp_path / "model.json").write_text(json.dumps(model_json))
@@ -364,7 +364,7 @@ def test_a_bad_abort_request_gets_an_error(serve):
 
 
 def test_an_embedding_model_answers_with_the_vector(serve):
-    model = serve(FakeEngine(), runner=io_spec.POOLING)
+    model = serve(FakeEngine(), runner=wire.POOLING)
     request = pb.InferenceRequest({"text_input": text("hi"),
                                    "return_num_input_tokens": switch(True)})
     model.execute([request])
@@ -502,7 +502,7 @@ def test_a_health_check_is_answered_at_once_without_generating(serve):
     assert answer.outputs == {} and answer.error is None and engine.started == []
 
 
-def test_a_dead_engine_ends_every_stream_in_flight_with_unavailable(serve, model_module):
+def test_a_dead_engine_ends_every_stream_in_flight_with_engine_dead(serve, model_module):
     """The poller finds the death (vLLM's `errored`), not the next request: streams that
     would otherwise wait for outputs that never come get their error at once."""
     engine = FakeEngine(steps=("He",), hold=True)
@@ -515,7 +515,7 @@ def test_a_dead_engine_ends_every_stream_in_flight_with_unavailable(serve, model
     for request in requests:
         last = request.sender.wait()[-1]
         assert last.error.code() == pb.TritonError.UNAVAILABLE
-        assert last.error.message().startswith("[unavailable] the vLLM engine of model 'm' died")
+        assert last.error.message().startswith("[engine_dead] the vLLM engine of model 'm' died")
     assert time.monotonic() - started < 1.0
     engine.raise_in_flight(model._loop)
     time.sleep(0.2)
@@ -554,11 +554,11 @@ def test_every_error_answered_and_the_engines_death_are_counted(serve):
     for request in running:
         request.sender.wait()
     engine.raise_in_flight(model._loop)  # the held generations end
-    assert counted.errors == ["invalid_argument", "unavailable", "unavailable"]
+    assert counted.errors == ["invalid_argument", "engine_dead", "engine_dead"]
     assert counted.deaths == 1
 
 
-def test_after_the_engine_died_requests_and_health_checks_get_unavailable(serve):
+def test_after_the_engine_died_requests_and_health_checks_get_engine_dead(serve):
     engine = FakeEngine()
     model = serve(engine)
     engine.die()
@@ -571,6 +571,30 @@ def test_after_the_engine_died_requests_and_health_checks_get_unavailable(serve)
     for sender in (request.sender, check.sender):
         [answer] = sender.wait()
         assert answer.error.code() == pb.TritonError.UNAVAILABLE
+        # The kind tells clients it is dead, not unavailable for a while; the words stay.
+        assert wire.kind_of(answer.error.message()) == wire.ENGINE_DEAD
+        assert answer.error.message().endswith(f"the server {wire.DEAD_PHRASE}")
+    assert engine.started == []
+
+
+class FailingHealthCheck(FakeEngine):
+    """vLLM's check_health() on an engine whose core died since the poller looked."""
+
+    async def check_health(self):
+        raise RuntimeError("EngineCore encountered an issue")
+
+
+def test_a_failed_health_check_answers_engine_dead(serve):
+    """ENABLE_VLLM_HEALTH_CHECK: vLLM's own check before each batch of requests."""
+    engine = FailingHealthCheck()
+    model = serve(engine)
+    model.health_check = True
+    request = generate_request()
+    model.execute([request])
+    [answer] = request.sender.wait()
+    assert answer.error.code() == pb.TritonError.UNAVAILABLE
+    assert answer.error.message().startswith(
+        "[engine_dead] the vLLM engine of model 'm' died (RuntimeError: EngineCore")
     assert engine.started == []
 
 
@@ -597,7 +621,7 @@ EVENT = json.dumps(['{"t":', ',"f":', "}\n"])
 
 
 def open_feed(model, feed_id=FEED_ID) -> pb.InferenceRequest:
-    request = pb.InferenceRequest({}, "feed", parameters={feed.OPEN_PARAMETER: feed_id})
+    request = pb.InferenceRequest({}, "feed", parameters={wire.FEED_OPEN_PARAMETER: feed_id})
     model.execute([request])
     _wait_for(lambda: request.sender.responses)
     return request
@@ -605,8 +629,8 @@ def open_feed(model, feed_id=FEED_ID) -> pb.InferenceRequest:
 
 def on_feed(request_id, key, feed_id=FEED_ID, **inputs) -> pb.InferenceRequest:
     request = generate_request(request_id, **inputs)
-    request._parameters = json.dumps({feed.FEED_PARAMETER: feed_id, feed.KEY_PARAMETER: key,
-                                      feed.EVENT_PARAMETER: EVENT})
+    request._parameters = json.dumps({wire.FEED_PARAMETER: feed_id, wire.FEED_KEY_PARAMETER: key,
+                                      wire.FEED_EVENT_PARAMETER: EVENT})
     return request
 
 
@@ -648,12 +672,12 @@ def test_a_feed_request_that_is_malformed_or_taken_gets_an_error(serve):
     open_feed(model)
     again = open_feed(model)
     assert "open already" in again.sender.wait()[-1].error.message()
-    bad = pb.InferenceRequest({}, "feed", parameters={feed.OPEN_PARAMETER: "nope"})
+    bad = pb.InferenceRequest({}, "feed", parameters={wire.FEED_OPEN_PARAMETER: "nope"})
     model.execute([bad])
     assert "32 lowercase hex" in bad.sender.wait()[-1].error.message()
     stream = on_feed("s", "")
     model.execute([stream])
-    assert feed.KEY_PARAMETER in stream.sender.wait()[-1].error.message()
+    assert wire.FEED_KEY_PARAMETER in stream.sender.wait()[-1].error.message()
 
 
 def test_a_feed_whose_client_left_is_closed_and_unload_ends_the_rest(serve, model_module):
@@ -684,9 +708,9 @@ def test_a_feed_that_carried_nothing_for_a_while_is_closed(serve, monkeypatch):
     assert texts(late.sender.wait()) == [[b"He"], [b"llo"]]
 
 
-def test_a_dead_engine_ends_the_feeds_with_unavailable(serve):
+def test_a_dead_engine_ends_the_feeds_with_engine_dead(serve):
     model = serve(FakeEngine(steps=("x",), hold=True))
     feed_request = open_feed(model)
     model.engine.die()
     message = feed_request.sender.wait()[-1].error.message()
-    assert message.startswith("[unavailable]") and "cannot serve it" in message
+    assert message.startswith("[engine_dead]") and "cannot serve it" in message

@@ -1,8 +1,8 @@
 import json
 
 import numpy as np
-from triton_vllm_backend.io_spec import inputs_for, outputs_for
-from triton_vllm_backend.outputs import Wanted, generate_outputs, new_tokens, pooling_outputs
+from triton_vllm_backend.stub.io_spec import inputs_for, outputs_for
+from triton_vllm_backend.stub.outputs import Wanted, generate_outputs, new_tokens, pooling_outputs
 from vllm_fakes import Choice, Logprob, Pooled, PoolingResult, Result
 
 ALL = Wanted(True, True, True, True, True)

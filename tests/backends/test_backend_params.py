@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from triton_vllm_backend.params import ParameterError, parse_sampling_parameters
+from triton_vllm_backend.stub.params import ParameterError, parse_sampling_parameters
 
 FIELDS = {"n", "temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "ignore_eos",
           "stop_token_ids", "structured_outputs", "logit_bias", "min_p"}

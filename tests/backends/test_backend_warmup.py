@@ -1,11 +1,11 @@
-"""triton_vllm_backend/warmup.py: the generation initialize() runs before ready."""
+"""triton_vllm_backend/stub/warmup.py: the generation initialize() runs before ready."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
-from triton_vllm_backend import warmup
+from triton_vllm_backend.stub import warmup
 
 
 class Logger:

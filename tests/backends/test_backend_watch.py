@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from triton_vllm_backend import access, watch
-from triton_vllm_backend.health import PARAMETER
+from triton_vllm_backend.stub.wire import HEALTH_PARAMETER
 
 
 class FakeTriton(ThreadingHTTPServer):
@@ -56,7 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/v2/repository/index":
             return self._reply(200, [{"name": n, "state": "READY"} for n in self.server.models])
         name = self.path.split("/")[3]
-        assert body == {"parameters": {PARAMETER: True}}
+        assert body == {"parameters": {HEALTH_PARAMETER: True}}
         self.server.asked.append(name)
         status, error = self.server.answers.get(name, (200, None))
         self._reply(status, {"error": error} if error else {"model_name": name})
@@ -75,8 +75,12 @@ def triton():
 @pytest.mark.parametrize("status, message, dead", [
     (503, "the vLLM engine of model 'llm' died", True),
     (400, "Stub process 'llm_0_0' is not healthy.", True),
-    (400, "the vLLM engine of model 'llm' died; the server cannot serve it until it is "
-          "restarted", True),
+    # The generate endpoint's 400 for the backend's errors: the kind tells, not the words.
+    (400, "[engine_dead] the vLLM engine of model 'llm' died; the server cannot serve it "
+          "until it is restarted", True),
+    (400, "[unavailable] the model is unloading (the server is shutting down) and stopped "
+          "this request before it finished", False),
+    (400, "the server cannot serve it until it is restarted", False),
     (500, "something else", False),
     (200, "generate expects model to produce exactly 1 response", False),
 ])

@@ -521,7 +521,7 @@ def test_service_and_pod_monitors_scrape_alike():
 
 # ------------------------------------------------------------------ autoscaling
 def _backend_gauges() -> set[str]:
-    source = (chart.REPO_ROOT / "backends/vllm/triton_vllm_backend/metrics.py").read_text()
+    source = (chart.REPO_ROOT / "backends/vllm/triton_vllm_backend/stub/metrics.py").read_text()
     return set(re.findall(r'\(GAUGE, "(vllm:[a-z_]+)"', source))
 
 

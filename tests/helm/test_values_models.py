@@ -9,8 +9,9 @@ import re
 
 import pytest
 import yaml
-from triton_vllm_backend import engine_config, serve
+from triton_vllm_backend import serve
 from triton_vllm_backend.repository import repository_files
+from triton_vllm_backend.stub import engine_config
 
 from qa.common import chart
 

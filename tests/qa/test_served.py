@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import textwrap
 import time
 
 import pytest
 
-from qa.common.served import ServedProcess, ServerError, free_port, http_status, wait_until
+from qa.common import served
+from qa.common.docker import LEAST_CPU_WEIGHT
+from qa.common.http_calls import http_status
+from qa.common.served import ServedProcess, ServerError, free_port, wait_for_status, wait_until
 
 
 def http_server() -> ServedProcess:
@@ -28,6 +32,9 @@ def test_ready_http_server_answers_and_stops():
         assert 0 < took < 30
         assert http_status(server.url("http") + "/") == 200
         assert http_status(server.url("http") + "/no-such-file") == 404
+        # The URL alone, no server watched: as a poll every few milliseconds asks it.
+        assert wait_for_status(server.url("http") + "/no-such-file", status=404, timeout=5,
+                               interval=0.01) < 5
         assert server.running()
         pid = server.proc.pid
     assert server.proc is None and not server.running()
@@ -135,3 +142,51 @@ def test_wait_until_without_a_process_says_what_it_waited_for():
     calls = []
     assert wait_until(lambda: calls.append(1) or len(calls) == 3, timeout=10,
                       describe="three calls", interval=0.01) < 10
+
+
+def test_wait_until_shows_the_log_it_is_given_instead_of_the_process_own():
+    # A server that `docker exec` started logs into a file of the container, not to it.
+    server = python("quiet", """
+        import time
+        print("the container's own output")
+        time.sleep(60)
+    """)
+    with server, pytest.raises(ServerError) as failure:
+        wait_until(lambda: False, timeout=0.2, describe="the exec'd server", process=server,
+                   interval=0.05, log=lambda: "the exec'd server's log")
+    message = str(failure.value)
+    assert message.endswith("waiting for the exec'd server:\nthe exec'd server's log")
+    assert "the container's own output" not in message
+
+
+def test_wait_exit_gives_the_status_or_none_while_the_server_runs():
+    server = python("short", """
+        import sys, time
+        time.sleep(0.5)
+        sys.exit(4)
+    """)
+    with server:
+        assert server.wait_exit(0.05) is None
+        assert server.wait_exit(30) == 4
+    assert server.wait_exit(1) == -1  # stopped and gone
+
+
+def test_a_container_runs_at_the_least_cpu_weight_before_the_callers_options(monkeypatch):
+    calls = []
+
+    def fake_docker(*args, check=True, timeout=120):
+        calls.append(args)
+        return subprocess.CompletedProcess(args, 0, "c0ffee\n", "")
+
+    monkeypatch.setattr(served, "docker", fake_docker)
+    box = ServedProcess.container("box", "image:tag", ports={"http": 8000},
+                                  docker_args=["--cpu-shares=1024"], command=["serve"])
+    [run] = calls
+    assert box.cid == "c0ffee"
+    assert run[:4] == ("run", "-d", "--shm-size=1g", LEAST_CPU_WEIGHT)
+    assert run[4:6] == ("-p", f"127.0.0.1:{box.ports['http']}:8000")
+    # The caller's options come after the harness's, so that theirs win.
+    assert run[6:] == ("--cpu-shares=1024", "image:tag", "serve")
+    calls.clear()
+    assert ServedProcess.container("portless", "image:tag").ports == {}
+    assert calls == [("run", "-d", "--shm-size=1g", LEAST_CPU_WEIGHT, "image:tag")]

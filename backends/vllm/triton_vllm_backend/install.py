@@ -292,9 +292,10 @@ def check_locale() -> Finding:
 
 
 def backend_files(source: Path) -> list[Path]:
-    """The files Triton needs, relative to the backend folder."""
+    """The files Triton needs, relative to the backend folder: model.py and the package's
+    modules, those of its subpackages (stub/) included."""
     files = [Path("model.py")]
-    files += sorted(p.relative_to(source) for p in (source / PACKAGE).glob("*.py"))
+    files += sorted(p.relative_to(source) for p in (source / PACKAGE).rglob("*.py"))
     return files
 
 

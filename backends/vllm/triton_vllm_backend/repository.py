@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .engine_config import MODEL_JSON, published_parameters, runner_of
-from .io_spec import POOLING
+from .stub.engine_config import MODEL_JSON, published_parameters, runner_of
+from .stub.wire import POOLING
 
 __all__ = ["ModelSpec", "RepositoryError", "model_files", "repository_files",
            "write_repository", "triton_name"]

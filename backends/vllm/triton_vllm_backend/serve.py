@@ -19,8 +19,9 @@ then starts nothing (a 0 would start the servers on whatever an earlier run made
 The engine flags are parsed by vLLM's own parser (`AsyncEngineArgs.add_cli_args`), so a
 flag vLLM adds works here unchanged and an unknown or invalid one is refused with vLLM's
 own message before anything starts.  model.json keeps the flags that differ from vLLM's
-defaults.  The frontend's flags (FRONTEND_FLAGS, checked by the frontend's own parser)
-go to the frontend; one that is also an engine argument (`--reasoning-parser`,
+defaults.  The frontend's flags (FRONTEND_FLAGS, as the frontend's `option_table()`
+describes them, so each value is checked as the frontend's own parser checks it) go to
+the frontend; one that is also an engine argument (`--reasoning-parser`,
 `--generation-config`) goes to both.
 
 A models file lists several models, each a path and its flags: a string, a list, or a
@@ -49,8 +50,9 @@ from pathlib import Path
 
 from .repository import ModelSpec, RepositoryError, triton_name, write_repository
 
-__all__ = ["ServeError", "Served", "build_parser", "parse_model", "parse_models_file", "main",
-           "FRONTEND_FLAGS", "REPOSITORY", "FRONTEND_ARGS", "API_KEY_FILE", "EXIT_HELP_ONLY"]
+__all__ = ["ServeError", "Served", "ServeParser", "build_parser", "parse_model",
+           "parse_models_file", "main", "FRONTEND_FLAGS", "REPOSITORY", "FRONTEND_ARGS",
+           "API_KEY_FILE", "EXIT_HELP_ONLY"]
 
 REPOSITORY = "model_repository"
 FRONTEND_ARGS = "frontend.args"
@@ -59,8 +61,8 @@ API_KEY_FILE = "api-key"
 API_KEY_FLAG = "--api-key"
 # The exit status after --help: the flags were printed and there is nothing to serve.
 EXIT_HELP_ONLY = 10
-# The frontend's flags a user may give `serve`; the image sets the others (--triton-url,
-# --host, --port) itself.
+# The frontend's flags a user may give `serve` (as the frontend's option_table() describes
+# them); the image sets the others (--triton-url, --host, --port) itself.
 FRONTEND_FLAGS = ("--chat-template", "--tool-call-parser", "--reasoning-parser", "--api-key",
                   "--generation-config", "--compact-json", "--cors-origins",
                   "--max-request-bytes", "--max-batch-inputs", "--max-background-responses",
@@ -94,28 +96,73 @@ class _Negated:
     flag: str
 
 
-def _add_frontend_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
-    """The frontend's flags, as its own parser defines them; {flag: dest} of those added."""
+class _Options:
+    """The option strings serve's parser takes, each with the dest it sets: vLLM's, read
+    once from the arguments vLLM made, and each that serve adds (through add())."""
+
+    def __init__(self, engine_arguments: list[argparse.Action]):
+        self._dests = {flag: action.dest for action in engine_arguments
+                       for flag in action.option_strings}
+
+    def __contains__(self, flag: str) -> bool:
+        return flag in self._dests
+
+    def dest(self, flag: str) -> str:
+        return self._dests[flag]
+
+    def add(self, container, *flags: str, **kwargs) -> argparse.Action:
+        """container.add_argument(*flags, **kwargs), its option strings recorded."""
+        action = container.add_argument(*flags, **kwargs)
+        self._dests.update(dict.fromkeys(action.option_strings, action.dest))
+        return action
+
+
+@dataclass(frozen=True)
+class ServeParser:
+    """serve's parser, and what serve knows of its flags."""
+    parser: argparse.ArgumentParser
+    routed: dict[str, str]  # each frontend flag: the dest parse_args() sets for it
+    options: _Options
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The arguments of the parser that vLLM's add_cli_args filled.  argparse lists a
+    parser's arguments nowhere public, and vLLM, not serve, made these: this is the one
+    place serve reads argparse's own attribute for them."""
+    return list(parser._actions)
+
+
+def _add_frontend_option(group, option, options: _Options) -> argparse.Action:
+    """One of the frontend's flags, as its option_table() describes it: it reads and
+    checks a value as the frontend's own parser does."""
+    common = {"dest": option.dest, "default": option.default, "help": option.help}
+    if not option.takes_value:
+        return options.add(group, *option.flags, action="store_const", const=option.const,
+                           **common)
+    return options.add(group, *option.flags, action="append" if option.repeatable else "store",
+                       nargs=option.nargs, type=option.type, choices=option.choices,
+                       metavar=option.metavar, **common)
+
+
+def _add_frontend_flags(parser: argparse.ArgumentParser, options: _Options) -> dict[str, str]:
+    """The frontend's flags, as it describes them; {flag: dest} of each, the engine
+    argument's dest for a flag that vLLM takes too."""
     try:
-        from triton_openai.cli import build_parser as frontend_parser
+        from triton_openai.cli import option_table
     except ImportError:
         return {}  # no frontend here (a Triton-only image): its flags are unknown ones
-    actions = frontend_parser()._option_string_actions
+    described = {flag: option for option in option_table() for flag in option.flags}
     group = parser.add_argument_group("the OpenAI frontend's flags")
     routed = {}
     for flag in FRONTEND_FLAGS:
-        if flag in parser._option_string_actions:   # an engine argument too
-            routed[flag] = parser._option_string_actions[flag].dest
-            continue
-        action = actions[flag]
-        group._add_action(action)
-        routed[flag] = action.dest
+        if flag not in options:  # else an engine argument too, parsed as vLLM's
+            _add_frontend_option(group, described[flag], options)
+        routed[flag] = options.dest(flag)
     return routed
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, str]]:
-    """vLLM's engine-argument parser with a positional model and the frontend's flags."""
-    from vllm.engine.arg_utils import AsyncEngineArgs
+def flexible_parser(**kwargs):
+    """A new parser of vLLM's own kind (FlexibleArgumentParser), wherever this vLLM keeps it."""
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:
@@ -123,32 +170,41 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, str]]:
             from vllm.utils import FlexibleArgumentParser
         except ImportError:
             raise ImportError("vLLM has no FlexibleArgumentParser where serve looks") from None
-    parser = FlexibleArgumentParser(
+    return FlexibleArgumentParser(**kwargs)
+
+
+def build_parser() -> ServeParser:
+    """vLLM's engine-argument parser with a positional model and the frontend's flags."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    parser = flexible_parser(
         prog="serve", usage="serve MODEL [vLLM engine flags] [frontend flags] | "
                             "serve --models FILE.yaml")
     parser.add_argument("model_tag", metavar="MODEL",
                         help="the model's folder (or a Hugging Face hub id)")
     AsyncEngineArgs.add_cli_args(parser)
-    _add_negations(parser)
-    if "--task" not in parser._option_string_actions:
-        parser.add_argument("--task", choices=sorted(_TASK_RUNNER),
-                            help="older vLLM's spelling of --runner (embed: --runner pooling)")
-    return parser, _add_frontend_flags(parser)
+    engine_arguments = _engine_arguments(parser)
+    options = _Options(engine_arguments)
+    _add_negations(parser, engine_arguments, options)
+    if "--task" not in options:
+        options.add(parser, "--task", choices=sorted(_TASK_RUNNER),
+                    help="older vLLM's spelling of --runner (embed: --runner pooling)")
+    return ServeParser(parser, _add_frontend_flags(parser, options), options)
 
 
-def _add_negations(parser: argparse.ArgumentParser) -> None:
-    """vLLM gives most boolean flags a --no- form; its store_true ones get one here, so that
-    any boolean setting can be written as a flag (the Helm chart writes its models' that
-    way).  An explicit --no-disable-log-stats is kept in model.json: it turns vLLM's
-    statistics on for a pooling model too."""
-    for action in list(parser._actions):
-        if not isinstance(action, argparse._StoreTrueAction):
+def _add_negations(parser: argparse.ArgumentParser, engine_arguments: list[argparse.Action],
+                   options: _Options) -> None:
+    """vLLM gives most boolean flags a --no- form; its store_true ones (switches that store
+    True) get one here, so that any boolean setting can be written as a flag (the Helm
+    chart writes its models' that way).  An explicit --no-disable-log-stats is kept in
+    model.json: it turns vLLM's statistics on for a pooling model too."""
+    for action in engine_arguments:
+        if not (action.nargs == 0 and action.const is True):
             continue
         flag = next(f for f in action.option_strings if f.startswith("--"))
         negation = f"--no-{flag[2:]}"
-        if negation not in parser._option_string_actions:
-            parser.add_argument(negation, dest=action.dest, action="store_false",
-                                default=action.default, help=f"undoes {flag}")
+        if negation not in options:
+            options.add(parser, negation, dest=action.dest, action="store_false",
+                        default=action.default, help=f"undoes {flag}")
     parser.set_defaults(disable_log_stats=None)
 
 
@@ -228,11 +284,13 @@ def _frontend_args(routed: dict[str, str], args, defaults) -> list[str]:
     return out
 
 
-def parse_model(argv: list[str], parser=None) -> tuple[ModelSpec, list[str]]:
+def parse_model(argv: list[str], parser: ServeParser | None = None
+                ) -> tuple[ModelSpec, list[str]]:
     """One model's command line: its spec, and the frontend's flags it gives."""
-    parser, routed = parser or build_parser()
-    args = parser.parse_args(argv)
-    defaults = parser.parse_args([args.model_tag])
+    built = parser or build_parser()
+    routed = built.routed
+    args = built.parser.parse_args(argv)
+    defaults = built.parser.parse_args([args.model_tag])
     check_model_path(args.model_tag)
     if args.model != defaults.model and args.model != args.model_tag:
         raise ServeError(f"MODEL is {args.model_tag} but --model says {args.model}: give one")
@@ -269,8 +327,8 @@ def _with_statistics(engine: dict) -> dict:
     """Generating models publish vLLM's statistics on Triton's metrics endpoint (as the
     sample model does) unless --disable-log-stats is given; pooling models keep vLLM's
     default."""
-    from .engine_config import runner_of
-    from .io_spec import GENERATE
+    from .stub.engine_config import runner_of
+    from .stub.wire import GENERATE
     if runner_of(engine) == GENERATE and "disable_log_stats" not in engine:
         engine["disable_log_stats"] = False
     return engine
@@ -358,13 +416,13 @@ def _mapping_args(flags: dict) -> list:
     return out
 
 
-def _resolve(line: list, parser: argparse.ArgumentParser) -> list[str]:
+def _resolve(line: list, options: _Options) -> list[str]:
     """A models file's line with each false switch made its --no- form, or left out."""
     out = []
     for item in line:
         if isinstance(item, _Negated):
             negation = f"--no-{item.flag.removeprefix('--')}"
-            if negation in parser._option_string_actions:
+            if negation in options:
                 out.append(negation)
         else:
             out.append(item)
@@ -423,7 +481,7 @@ def parse(argv: list[str]) -> Served:
     for line in lines:
         if len(lines) > 1:
             print(f"serve: model {line[0]}", file=sys.stderr)
-        spec, args = parse_model(_resolve(line, parser[0]), parser)
+        spec, args = parse_model(_resolve(line, parser.options), parser)
         args, key = _take_api_key(args)
         specs.append(spec)
         frontend.append(args)

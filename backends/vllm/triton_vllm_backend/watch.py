@@ -6,8 +6,8 @@
 The image's entrypoint runs the first form beside tritonserver.  It waits for the server
 to become ready (at most --start-timeout seconds: a start that wedges, as the Python
 backend's stub launch can, must end in a restart, not a container that never serves),
-then asks every ready vLLM model for its health every --interval seconds (health.py: one
-request that generates nothing and travels the path a generation takes).  When a model's
+then asks every ready vLLM model for its health every --interval seconds (stub/health.py:
+one request that generates nothing and travels the path a generation takes).  When a model's
 engine or stub is dead it says which, and exits non-zero; the entrypoint then stops the
 server, and the container exits for `docker run --restart` or Kubernetes to restart it.
 
@@ -17,14 +17,16 @@ that it is dead: a liveness probe that sees model health, not only tritonserver'
 Both send the keys that the image's tritonserver asks for (access.py): the model-control
 key with the repository index, the API key, when there is one, with each health check.
 
-A busy model is not a dead one: only an answer that says so (UNAVAILABLE from the model,
-Triton's "not healthy" for a dead stub) counts at once; timeouts and other failures must
-repeat --failures times in a row.  So does a stub process that is gone while its model
-is still READY: the watch looks for the stubs among the processes it can see (the
-container's), because Triton notices a dead stub only when it next sends it a request,
-and then fails the requests queued for it one a second, the health check among them.
+A busy model is not a dead one: only an answer that says so (an error of kind
+`engine_dead` from the model, Triton's "not healthy" for a dead stub) counts at once;
+timeouts and other failures must repeat --failures times in a row.  So does a stub
+process that is gone while its model is still READY: the watch looks for the stubs among
+the processes it can see (the container's), because Triton notices a dead stub only when
+it next sends it a request, and then fails the requests queued for it one a second, the
+health check among them.
 
-Only the standard library: it starts in a moment, next to a server that is loading.
+Only the standard library (stub/wire.py is too): it starts in a moment, next to a server
+that is loading.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .access import MODEL_CONTROL_KEY_ENV, Keys
-from .health import DEAD_PHRASE, PARAMETER
+from .stub.wire import ENGINE_DEAD, HEALTH_PARAMETER, STUB_NOT_HEALTHY, kind_of
 
 # Exit statuses (the container's, through the entrypoint).
 START_TIMED_OUT = 3
@@ -85,11 +87,13 @@ def classify(status: int, body: bytes) -> Answer:
     message = _error_text(body) if status != 200 or b'"error"' in body else ""
     if status == 200 and not message:
         return Answer(True, False)
-    # 503: the backend's UNAVAILABLE once its engine died.  A dead stub is answered by
-    # Triton's Python backend: "Stub process '...' is not healthy."
-    # Triton's generate endpoint answers a model's error with a 400 whatever its code, so
-    # the backend's phrase for a dead engine counts too.
-    dead = status == 503 or DEAD_PHRASE in message or "is not healthy" in message
+    # 503: UNAVAILABLE, where Triton keeps the code.  Its generate endpoint answers a
+    # model's error with a 400 whatever its code, so the kind that leads the text counts
+    # too: it tells a dead engine (stub/health.py) from a model that is unavailable for a
+    # while (unloading).  A dead stub is answered by Triton's Python backend itself, in
+    # words: "Stub process '...' is not healthy."
+    dead = (status == 503 or kind_of(message) == ENGINE_DEAD
+            or STUB_NOT_HEALTHY in message)
     return Answer(False, dead, f"HTTP {status}: {message}")
 
 
@@ -130,7 +134,7 @@ class Server:
     def health(self, name: str) -> Answer:
         try:
             return classify(*_request(f"{self.url}/v2/models/{quote(name)}/generate",
-                                      {"parameters": {PARAMETER: True}}, self.timeout,
+                                      {"parameters": {HEALTH_PARAMETER: True}}, self.timeout,
                                       self.keys.inference_headers()))
         except OSError as err:  # refused, reset, timed out
             return Answer(False, False, f"no answer: {err}")

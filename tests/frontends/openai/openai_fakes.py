@@ -219,7 +219,7 @@ class FeedingTriton(FakeTriton):
         self.parameters: list[dict] = []
 
     async def stream_infer(self, model, inputs, outputs, request_id, parameters=None):
-        from triton_vllm_backend import feed
+        from triton_vllm_backend.stub import feed, wire
 
         parameters = parameters or {}
         self.parameters.append(parameters)
@@ -255,7 +255,7 @@ class FeedingTriton(FakeTriton):
             text = chunk_text.as_strings()[0]
             finish = response.outputs["finish_reason"].as_strings()[0] or None
             text_tokens.append(text)
-            queue.put_nowait([delivery.key, feed.DATA + delivery.template.event(text, finish)])
+            queue.put_nowait([delivery.key, wire.FEED_DATA + delivery.template.event(text, finish)])
         req = self.requests[-1]
         n_in = len(req["input_ids"]) if "input_ids" in req else len(req["text_input"][0].split())
         if not self.drop_end:

@@ -19,7 +19,7 @@ from triton_openai import FrontendConfig
     ("/\ud800", "/\\ud800"),
 ])
 def test_unprintable_text_is_escaped(value, logged):
-    from triton_openai.log_text import printable
+    from triton_openai.text.printable import printable
 
     assert printable(value) == logged
 

@@ -3,9 +3,10 @@
 import pytest
 from openai_fakes import FakeTriton
 
+from qa.common.metrics import series_total
 from triton_openai import FrontendConfig
-from triton_openai.errors import OpenAIError
 from triton_openai.triton.client import TritonError
+from triton_openai.web.errors import OpenAIError
 
 
 def _error_shape(resp, status, param=None):
@@ -100,8 +101,9 @@ def test_unknown_route_has_openai_shape(client):
 
 def test_metrics_counts_requests(client):
     client.get("/v1/models")
-    text = client.get("/metrics").text
-    assert 'openai_frontend_requests_total{method="GET",path="/v1/models",status="200"}' in text
+    page = client.get("/metrics").text
+    assert series_total(page, "openai_frontend_requests_total", method="GET",
+                        path="/v1/models", status="200") == 1
 
 
 def test_embeddings_float_and_base64(client, triton):

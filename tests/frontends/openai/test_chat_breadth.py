@@ -98,8 +98,8 @@ def test_reasoning_is_split_off(make_client):
 
 
 def test_reasoning_sent_back_by_older_clients_reaches_the_template():
-    from triton_openai.chat.protocol import ChatMessage
-    from triton_openai.chat.templating import messages_for_template
+    from triton_openai.conversation.messages import ChatMessage
+    from triton_openai.conversation.templating import messages_for_template
 
     old, new = messages_for_template([
         ChatMessage(role="assistant", content="a", reasoning_content="old"),

@@ -92,3 +92,55 @@ def test_the_keys_leave_the_environment_once_read():
     environ = {"TRITON_OPENAI_API_KEY": "k", "TRITON_MODEL_CONTROL_KEY": "c", "PATH": "/bin"}
     forget_keys(environ)
     assert environ == {"PATH": "/bin"}
+
+
+def _parser_from_the_table() -> argparse.ArgumentParser:
+    """The command's flags rebuilt from option_table() with argparse's public API alone,
+    as a command that hands them on to the frontend builds them."""
+    from triton_openai.cli import option_table
+
+    p = argparse.ArgumentParser()
+    for o in option_table():
+        common = {"dest": o.dest, "default": o.default, "help": o.help}
+        if not o.takes_value:
+            p.add_argument(*o.flags, action="store_const", const=o.const, **common)
+        else:
+            p.add_argument(*o.flags, action="append" if o.repeatable else "store",
+                           nargs=o.nargs, type=o.type, choices=o.choices, metavar=o.metavar,
+                           **common)
+    return p
+
+
+def test_the_option_table_describes_every_flag_but_help():
+    from triton_openai.cli import option_table
+
+    table = {flag: o for o in option_table() for flag in o.flags}
+    assert "--help" not in table and "-h" not in table
+    assert {"--api-key", "--tool-call-parser", "--compact-json", "--no-stream-feeds",
+            "--served-model-name", "--max-batch-inputs"} <= set(table)
+    switch, negation = table["--compact-json"], table["--no-stream-feeds"]
+    assert (switch.takes_value, switch.const, switch.default) == (False, True, False)
+    assert (negation.dest, negation.const) == ("stream_feeds", False)
+    assert table["--served-model-name"].repeatable and not table["--api-key"].repeatable
+    assert table["--tool-call-parser"].choices and "hermes" in table["--tool-call-parser"].choices
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["--compact-json", "--no-stream-feeds", "--tool-call-parser", "hermes",
+     "--max-batch-inputs", "16", "--timeout-keep-alive", "7", "--api-key", "k",
+     "--served-model-name", "m=a", "--served-model-name", "n=b", "--log-format", "json"],
+])
+def test_a_parser_built_from_the_table_reads_flags_as_the_command_does(argv):
+    assert vars(_parser_from_the_table().parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", [["--max-batch-inputs", "0"], ["--tool-call-parser", "nope"],
+                                  ["--timeout-keep-alive", "soon"]])
+def test_a_parser_built_from_the_table_refuses_what_the_command_refuses(argv, capsys):
+    said = []
+    for parser in (build_parser(), _parser_from_the_table()):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        said.append(capsys.readouterr().err.splitlines()[-1].split("error: ", 1)[1])
+    assert said[0] == said[1]

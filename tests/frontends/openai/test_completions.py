@@ -110,7 +110,7 @@ def test_disconnect_cancels_non_streamed_request(triton):
     from triton_openai import FrontendConfig, build_app
     from triton_openai.completions.protocol import CompletionRequest
     from triton_openai.completions.router import create_completion
-    from triton_openai.errors import ClientGone
+    from triton_openai.web.errors import ClientGone
 
     class LeavingClient:
         """The route's request: its client leaves 50 ms in."""

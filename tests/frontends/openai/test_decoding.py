@@ -3,8 +3,8 @@ calls held back and read, reasoning split off, tested once rather than per API s
 
 import json
 
-from triton_openai.chat.tools import ToolUse
-from triton_openai.decoding import Decoder
+from triton_openai.conversation.decoding import Decoder
+from triton_openai.conversation.tools import ToolUse
 from triton_openai.reasoning import get_parser as get_reasoning_parser
 from triton_openai.tool_parsers import get_parser
 

@@ -152,7 +152,7 @@ def test_no_stream_feeds_turns_the_feed_off(make_client):
 
 
 def test_the_template_cuts_an_event_where_its_text_and_finish_go():
-    from triton_openai import sse
+    from triton_openai.web import sse
 
     body = {"id": "x", "choices": [{"index": 0, "text": "", "finish_reason": None}]}
     before, middle, after = sse.template(body, ("choices", 0, "text"),

@@ -7,7 +7,7 @@ import asyncio
 
 from prometheus_client import CollectorRegistry
 
-from triton_openai.middleware import AccessMiddleware
+from triton_openai.web.access import AccessMiddleware
 
 
 def _value(registry, name, **labels):

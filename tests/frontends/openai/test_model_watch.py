@@ -13,16 +13,17 @@ from fastapi.testclient import TestClient
 from openai_fakes import FakeTriton
 from prometheus_client import CollectorRegistry
 
+from qa.common.metrics import samples
 from triton_openai import FrontendConfig, build_app
-from triton_openai.catalog import ModelCatalog
 from triton_openai.cli import build_parser, config_from_args
 from triton_openai.health.model_watch import ModelWatch
+from triton_openai.served_models.catalog import ModelCatalog
 from triton_openai.triton import vllm_contract as wire
 from triton_openai.triton.client import TritonError, model_error
 
 # What the frontend reads from Triton when the vLLM engine died (the backend's words,
-# tagged unavailable), and for a dead stub (Triton's own words, with the 400 it comes with).
-ENGINE_DEAD = model_error("[unavailable] the vLLM engine of model 'llm' died (EngineDeadError: "
+# tagged engine_dead), and for a dead stub (Triton's own words, with the 400 it comes with).
+ENGINE_DEAD = model_error("[engine_dead] the vLLM engine of model 'llm' died (EngineDeadError: "
                           f"EngineCore encountered an issue); the server {wire.DEAD_PHRASE}")
 STUB_DEAD = model_error("Stub process 'llm_0_0' is not healthy.", 400)
 CHAT = {"model": "llm", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -40,9 +41,12 @@ def _wait_for(c, path, status, within):
         time.sleep(0.02)
 
 
-def _metric(c, line_start):
-    lines = [line for line in c.get("/metrics").text.splitlines() if line.startswith(line_start)]
-    return float(lines[0].rsplit(" ", 1)[1]) if lines else None
+def _metric(c, name: str, **labels: str) -> float | None:
+    """The value of the one series `name` with `labels` on the frontend's /metrics page,
+    read with the Prometheus parser (None when there is none)."""
+    found = samples(c.get("/metrics").text, name, **labels)
+    assert len(found) <= 1, found
+    return found[0].value if found else None
 
 
 @pytest.mark.parametrize("answer", [ENGINE_DEAD, STUB_DEAD], ids=["engine", "stub"])
@@ -66,9 +70,9 @@ def test_a_dead_answer_refuses_the_model_within_2_s_without_asking_triton(make_c
     # The other model is served as before; the list still shows the dead one.
     assert c.post("/v1/embeddings", json={"model": "embed", "input": "a"}).status_code == 200
     assert c.get("/v1/models/llm").status_code == 200
-    assert _metric(c, 'openai_frontend_model_healthy{model="llm"}') == 0
-    assert _metric(c, 'openai_frontend_model_healthy{model="embed"}') == 1
-    assert _metric(c, 'openai_frontend_model_deaths_total{model="llm"}') == 1
+    assert _metric(c, "openai_frontend_model_healthy", model="llm") == 0
+    assert _metric(c, "openai_frontend_model_healthy", model="embed") == 1
+    assert _metric(c, "openai_frontend_model_deaths_total", model="llm") == 1
 
 
 def test_a_model_that_answers_again_is_served_again(make_client):
@@ -81,8 +85,8 @@ def test_a_model_that_answers_again_is_served_again(make_client):
     fake.health["llm"] = None  # e.g. the model reloaded in Triton
     _wait_for(c, "/health/ready", 200, within=2)
     assert c.post("/v1/chat/completions", json=CHAT).status_code == 200
-    assert _metric(c, 'openai_frontend_model_healthy{model="llm"}') == 1
-    assert _metric(c, 'openai_frontend_model_deaths_total{model="llm"}') == 1
+    assert _metric(c, "openai_frontend_model_healthy", model="llm") == 1
+    assert _metric(c, "openai_frontend_model_deaths_total", model="llm") == 1
 
 
 def _watch(fake, timeout=0.05):
@@ -193,3 +197,23 @@ def test_a_check_in_flight_does_not_hold_up_the_shutdown():
         stopping = time.monotonic()
     assert time.monotonic() - stopping < 1
     assert fake.health_cancelled >= 1 and fake.closed
+
+
+@pytest.mark.parametrize("sent, dead", [
+    (f"[{wire.ENGINE_DEAD}] the vLLM engine of model 'llm' died", True),
+    # Unavailable for a while (unloading): a miss, whatever the words say.
+    (f"[{wire.UNAVAILABLE}] the model is unloading", False),
+    (f"[{wire.UNAVAILABLE}] the vLLM engine of model 'llm' died; the server "
+     f"{wire.DEAD_PHRASE}", False),
+], ids=["engine_dead", "unavailable", "unavailable-with-the-words"])
+def test_the_backends_kind_not_its_words_says_the_engine_is_dead(sent, dead):
+    fake = FakeTriton()
+    # As every transport reads it: the generate endpoint's 400, a stream's error text.
+    fake.health["llm"] = model_error(sent, 400)
+
+    async def main():
+        watch, catalog = _watch(fake)
+        await watch._check("llm")
+        return "llm" in catalog.dead, watch._misses.get("llm", 0)
+
+    assert asyncio.run(main()) == (dead, 0 if dead else 1)

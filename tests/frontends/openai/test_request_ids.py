@@ -10,8 +10,9 @@ import pytest
 from openai_fakes import FakeTokenizers, FakeTriton
 from test_http_client import FakeTritonHttp
 
-from triton_openai import FrontendConfig, build_app, request_ids
+from triton_openai import FrontendConfig, build_app
 from triton_openai.triton.http_client import HttpTritonClient
+from triton_openai.web import request_ids
 
 MSG = [{"role": "user", "content": "hi"}]
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from triton_openai.catalog import ServedModel
-from triton_openai.errors import BadRequestError
-from triton_openai.generation import GenerationService
-from triton_openai.prompts import Prompt
-from triton_openai.sampling_defaults import SamplingDefaults
-from triton_openai.tokenizers import TokenizerCache
+from triton_openai.generation.prompts import Prompt
+from triton_openai.generation.service import GenerationService
+from triton_openai.served_models.catalog import ServedModel
+from triton_openai.served_models.sampling_defaults import SamplingDefaults
+from triton_openai.served_models.tokenizers import TokenizerCache
+from triton_openai.web.errors import BadRequestError
 
 MODEL = ServedModel(id="m", triton_name="m", model_path=None, runner="generate",
                     max_model_len=100, created=0)

@@ -5,7 +5,7 @@ import json
 from openai_fakes import FakeTriton
 
 from triton_openai import FrontendConfig
-from triton_openai.sampling_defaults import read_defaults
+from triton_openai.served_models.sampling_defaults import read_defaults
 from triton_openai.triton.client import ModelInfo
 
 

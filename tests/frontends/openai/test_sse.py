@@ -1,11 +1,11 @@
-"""triton_openai.sse: one event per chunk, whole to any client that splits lines."""
+"""triton_openai.web.sse: one event per chunk, whole to any client that splits lines."""
 
 import json
 
 import pytest
 
 from qa.common.sse import events_of
-from triton_openai import sse
+from triton_openai.web import sse
 
 
 def test_an_event_is_one_data_line_and_a_blank_line():

@@ -13,8 +13,6 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 from starlette.middleware.cors import CORSMiddleware
 
-from . import errors
-from .catalog import ModelCatalog
 from .chat import router as chat_router
 from .chat.serving import ChatServing
 from .completions import router as completions_router
@@ -22,22 +20,25 @@ from .completions.serving import CompletionsServing
 from .config import FrontendConfig
 from .embeddings import router as embeddings_router
 from .embeddings.serving import EmbeddingsServing
-from .generation import GenerationService
+from .generation.service import GenerationService
 from .health import router as health_router
 from .health.model_watch import ModelWatch
 from .health.serving import HealthServing
 from .health.warmup import Warmup
-from .middleware import AccessMiddleware, ApiKeyMiddleware, BodyLimitMiddleware
 from .models import router as models_router
 from .models.serving import ModelsServing
 from .responses_api import router as responses_router
 from .responses_api.serving import ResponsesServing
-from .sampling_defaults import SamplingDefaults
+from .served_models.catalog import ModelCatalog
+from .served_models.sampling_defaults import SamplingDefaults
+from .served_models.tokenizers import TokenizerCache
 from .shutdown import Drain, DrainMiddleware
 from .tokenization import router as tokenization_router
 from .tokenization.serving import TokenizationServing
-from .tokenizers import TokenizerCache
 from .triton import TritonClient, TritonError, create_client
+from .web import errors
+from .web.access import AccessMiddleware
+from .web.guards import ApiKeyMiddleware, BodyLimitMiddleware
 
 
 def _stop_for(app: FastAPI):

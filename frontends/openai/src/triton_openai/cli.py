@@ -7,7 +7,10 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .config import FrontendConfig
 from .reasoning import parser_names as reasoning_parser_names
@@ -173,6 +176,45 @@ def _in_process_flags(p: argparse.ArgumentParser) -> None:
                    help="Triton's verbose log level (default: %(default)s)")
     g.add_argument("--triton-log-info", action="store_true",
                    help="Triton's info log (tritonserver's --log-info)")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One flag of `triton-openai`, for a command that takes it and hands it on to the
+    frontend (the vLLM backend's `serve` offers the frontend's flags beside vLLM's): what
+    argparse's public add_argument needs to make a flag that reads and checks a value as
+    this command's own parser does."""
+    flags: tuple[str, ...]  # its option strings: ("--api-key",)
+    dest: str  # the attribute parse_args() sets
+    takes_value: bool  # `--flag VALUE`; False: a switch, which stores `const`
+    nargs: int | str | None  # argparse's: None is one value, 0 a switch
+    repeatable: bool  # each use adds its value to a list (--served-model-name)
+    const: Any  # what a switch stores: True, or False for a --no- form
+    default: Any
+    type: Callable[[str], Any] | None  # reads and checks a value (positive_int, ...)
+    choices: tuple[Any, ...] | None
+    metavar: str | None
+    help: str | None
+
+
+def option_table() -> tuple[Option, ...]:
+    """Every flag of `triton-openai` but --help, in the order its --help lists them.
+
+    Read from build_parser()'s own arguments, so the table cannot drift from the
+    command.  argparse lists a parser's arguments nowhere public: its `_actions` are read
+    here, by the module that made them, so that no other command has to."""
+    table = []
+    for action in build_parser()._actions:
+        if not action.option_strings or "--help" in action.option_strings:
+            continue  # argparse's own --help (and positionals, which this parser has none of)
+        table.append(Option(
+            flags=tuple(action.option_strings), dest=action.dest,
+            takes_value=action.nargs != 0, nargs=action.nargs,
+            repeatable=isinstance(action, argparse._AppendAction), const=action.const,
+            default=action.default, type=action.type,
+            choices=None if action.choices is None else tuple(action.choices),
+            metavar=action.metavar, help=action.help))
+    return tuple(table)
 
 
 def in_process_settings(args: argparse.Namespace, exit_timeout_s: float):

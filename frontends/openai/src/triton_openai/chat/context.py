@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..decoding import Decoder
-from ..logprobs import chat_logprobs
+from ..conversation.decoding import Decoder
+from ..conversation.tools import ToolUse
+from ..generation.logprobs import chat_logprobs
 from ..triton.vllm_io import ChoiceDelta
 from .protocol import ChatCompletionRequest
-from .tools import ToolUse
 
 
 @dataclass

@@ -6,27 +6,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..protocol_common import OpenAIBaseModel, SamplingFields
-
-
-class FunctionDefinition(OpenAIBaseModel):
-    name: str = Field(description="Function name the model may call.")
-    description: str | None = Field(default=None, description="What the function does.")
-    parameters: dict[str, Any] | None = Field(default=None, description="JSON schema of the arguments.")
-
-
-class ChatTool(OpenAIBaseModel):
-    type: Literal["function"] = Field(default="function", description="Only functions exist.")
-    function: FunctionDefinition
-
-
-class NamedFunction(OpenAIBaseModel):
-    name: str
-
-
-class NamedToolChoice(OpenAIBaseModel):
-    type: Literal["function"] = "function"
-    function: NamedFunction
+from ..conversation.messages import ChatMessage, ChatTool, NamedToolChoice
+from ..web.protocol import OpenAIBaseModel, SamplingFields
 
 
 class JsonSchemaSpec(OpenAIBaseModel):
@@ -40,17 +21,6 @@ class JsonSchemaSpec(OpenAIBaseModel):
 class ResponseFormat(OpenAIBaseModel):
     type: Literal["text", "json_object", "json_schema"] = Field(description="Answer format.")
     json_schema: JsonSchemaSpec | None = None
-
-
-class ChatMessage(OpenAIBaseModel):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[dict[str, Any]] | None = None
-    name: str | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    # --- vLLM extensions: an assistant turn's reasoning, sent back to the model ---------
-    reasoning: str | None = None
-    reasoning_content: str | None = Field(default=None, description="Older name of reasoning.")
 
 
 class ChatCompletionRequest(SamplingFields):

@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 
 from fastapi.responses import Response
 
-from ..chat_generation import ChatGeneration
-from ..fanin import primed
-from ..generation import GenerationService
-from ..request_ids import request_id
-from ..responses import event_stream_response, json_response, usage
-from ..structured import from_response_format
+from ..conversation.preparation import ConversationPreparation
+from ..generation.fanin import primed
+from ..generation.service import GenerationService
+from ..generation.structured import from_response_format
 from ..triton.vllm_contract import GENERATE
+from ..web.answers import event_stream_response, json_response, usage
+from ..web.request_ids import request_id
 from .context import ChatContext
 from .protocol import ChatCompletionRequest
 from .stream import ChatStream, chat_events, encoded_chat_events
@@ -29,12 +29,13 @@ class ChatServing:
     def __init__(self, generation: GenerationService, chat_template: str | None = None,
                  tool_parser: str = "llama3_json", reasoning_parser: str | None = None):
         self.gen = generation
-        self.chat = ChatGeneration(generation, chat_template, tool_parser, reasoning_parser)
+        self.conversation = ConversationPreparation(generation, chat_template, tool_parser,
+                                                    reasoning_parser)
 
     async def create(self, req: ChatCompletionRequest) -> Response:
         model = await self.gen.catalog.get(req.model, runner=GENERATE)
-        tools = self.chat.tools(req)
-        prompt = await self.chat.prompt(
+        tools = self.conversation.tools(req)
+        prompt = await self.conversation.prompt(
             model, req.messages, tools, req.tools, req.chat_template, req.add_generation_prompt,
             req.continue_final_message, req.chat_template_kwargs)
         sampling = self.gen.sampling(
@@ -46,7 +47,7 @@ class ChatServing:
             structured_outputs=req.structured_outputs)
         json_answer = req.response_format is not None and req.response_format.type != "text"
         ctx = ChatContext(req, model.id, request_id("chatcmpl"), int(time.time()),
-                          self.chat.decoder(tools, json_answer), prompt.num_tokens)
+                          self.conversation.decoder(tools, json_answer), prompt.num_tokens)
         if req.stream:
             out = ChatStream(ctx)
             if out.encodable():

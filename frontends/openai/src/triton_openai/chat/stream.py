@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from .. import sse
-from ..decoding import ChoiceDecoder, Piece
-from ..responses import usage
+from ..conversation.decoding import ChoiceDecoder, Piece
 from ..triton.feed import FeedEnd
 from ..triton.vllm_io import ChoiceDelta, GenerationChunk
+from ..web import sse
+from ..web.answers import usage
 from .context import ChatContext
 
 

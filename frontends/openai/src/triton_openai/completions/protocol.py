@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from ..protocol_common import SamplingFields
+from ..web.protocol import SamplingFields
 
 
 class CompletionRequest(SamplingFields):

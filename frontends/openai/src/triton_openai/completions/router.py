@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
 
-from ..disconnect import cancel_on_disconnect
-from ..protocol_common import ERROR_RESPONSES
+from ..web.disconnect import cancel_on_disconnect
+from ..web.protocol import ERROR_RESPONSES
 from .protocol import CompletionRequest
 
 router = APIRouter()

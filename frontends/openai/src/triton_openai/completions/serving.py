@@ -7,17 +7,17 @@ from collections.abc import AsyncIterator
 
 from fastapi.responses import Response
 
-from .. import sse
 from ..config import FrontendConfig
-from ..errors import BadRequestError
-from ..fanin import primed
-from ..generation import GenerationService, tokenize
-from ..logprobs import completion_logprobs, merge_completion_logprobs
-from ..prompts import Prompt
-from ..request_ids import request_id
-from ..responses import event_stream_response, json_response, usage
+from ..generation.fanin import primed
+from ..generation.logprobs import completion_logprobs, merge_completion_logprobs
+from ..generation.prompts import Prompt
+from ..generation.service import GenerationService, tokenize
 from ..triton.feed import FeedEnd
 from ..triton.vllm_contract import GENERATE
+from ..web import sse
+from ..web.answers import event_stream_response, json_response, usage
+from ..web.errors import BadRequestError
+from ..web.request_ids import request_id
 from .protocol import CompletionRequest
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ..protocol_common import RequestBody
+from ..web.protocol import RequestBody
 
 
 class EmbeddingRequest(RequestBody):

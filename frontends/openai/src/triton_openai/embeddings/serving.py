@@ -8,14 +8,14 @@ import struct
 
 from fastapi.responses import Response
 
-from .. import request_ids
-from ..catalog import ModelCatalog
 from ..config import FrontendConfig
-from ..errors import BadRequestError
-from ..responses import json_response
+from ..served_models.catalog import ModelCatalog
 from ..triton import vllm_io
 from ..triton.client import TritonClient
 from ..triton.vllm_contract import POOLING
+from ..web import request_ids
+from ..web.answers import json_response
+from ..web.errors import BadRequestError
 from .protocol import EmbeddingRequest
 
 

@@ -9,8 +9,8 @@ all the way to Triton to learn that it cannot serve.
 Every `interval` seconds each model the catalog serves is asked for its health (the vLLM
 backend's health check: a request that generates nothing and travels the path of a
 generation).  Each model is asked on its own, so a slow one delays no other's answer.  An
-answer that says the model is dead (the backend's DEAD_PHRASE for a dead engine, Triton's
-"is not healthy" for a dead stub) counts at once; a check that times out or fails
+answer that says the model is dead (an error of the backend's kind ENGINE_DEAD for a dead
+engine, Triton's "is not healthy" for a dead stub) counts at once; a check that times out or fails
 otherwise counts only after MISSES in a row, since a busy model is not a dead one.  A
 model that answers again is alive again.  While a model is dead, the catalog answers its
 requests with a 503 and readiness names it (ModelCatalog.dead).  Nothing is added to a
@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ..catalog import ModelCatalog
+from ..served_models.catalog import ModelCatalog
 from ..triton.client import STUB_NOT_HEALTHY, TritonError
-from ..triton.vllm_contract import DEAD_PHRASE
+from ..triton.vllm_contract import ENGINE_DEAD
 
 log = logging.getLogger("triton_openai")
 
@@ -96,7 +96,9 @@ class ModelWatch:
         except TimeoutError:
             self._missed(name, f"no answer to its health check in {self._timeout:g} s")
         except TritonError as err:
-            if DEAD_PHRASE in err.message or STUB_NOT_HEALTHY in err.message:
+            # The backend's kind for a dead engine (a model that is only unloading is
+            # UNAVAILABLE); Triton writes a dead stub's error itself, with no kind.
+            if err.kind == ENGINE_DEAD or STUB_NOT_HEALTHY in err.message:
                 self._dead(name, err.message)
             elif err.status == 400:
                 self._unasked.add(name)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from ..catalog import ModelCatalog
+from ..served_models.catalog import ModelCatalog
 from ..shutdown import Drain
 from ..triton.client import TritonClient, TritonError
 from .warmup import Warmup

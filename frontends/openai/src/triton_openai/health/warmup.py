@@ -14,9 +14,9 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from ..catalog import ServedModel
-from ..chat.templating import render
-from ..tokenizers import auto_tokenizer
+from ..conversation.templating import render
+from ..served_models.catalog import ServedModel
+from ..served_models.tokenizers import auto_tokenizer
 from ..triton.vllm_contract import GENERATE
 
 log = logging.getLogger("triton_openai")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
 
-from ..protocol_common import ERROR_RESPONSES
+from ..web.protocol import ERROR_RESPONSES
 from .protocol import ModelCard, ModelList
 
 router = APIRouter()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..catalog import ModelCatalog, ServedModel
+from ..served_models.catalog import ModelCatalog, ServedModel
 from .protocol import ModelCard, ModelList
 
 

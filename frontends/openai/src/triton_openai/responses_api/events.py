@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..decoding import Decoder, Piece
+from ..conversation.decoding import Decoder, Piece
 from ..tool_parsers import ToolCall
 from ..triton.vllm_io import GenerationChunk
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..chat.protocol import ChatMessage, ChatTool, NamedToolChoice
-from ..errors import BadRequestError
+from ..conversation.messages import ChatMessage, ChatTool, NamedToolChoice
+from ..web.errors import BadRequestError
 
 _ROLES = ("user", "system", "developer", "assistant")
 _TEXT_PARTS = ("input_text", "output_text", "text")
@@ -118,7 +118,7 @@ def output_messages(output: list[dict[str, Any]]) -> list[ChatMessage]:
 
 @dataclass
 class ToolRequest:
-    """A Responses request's tools in chat's shape, for chat.tools.ToolUse."""
+    """A Responses request's tools in chat's shape, for conversation.tools.ToolUse."""
     tools: list[ChatTool] | None
     tool_choice: str | NamedToolChoice | None
     parallel_tool_calls: bool | None

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..protocol_common import valid_unicode
+from ..web.protocol import valid_unicode
 
 
 class _Strict(BaseModel):

@@ -11,18 +11,18 @@ from typing import Any
 
 from fastapi.responses import Response
 
-from .. import sse
-from ..chat.protocol import ChatMessage
-from ..chat_generation import ChatGeneration
 from ..config import FrontendConfig
-from ..errors import BadRequestError, TooManyRequestsError, as_openai_error
-from ..fanin import primed
-from ..generation import GenerationService
-from ..request_ids import new_id
-from ..responses import json_response
+from ..conversation.messages import ChatMessage
+from ..conversation.preparation import ConversationPreparation
+from ..generation.fanin import primed
+from ..generation.service import GenerationService
+from ..generation.structured import from_response_format
 from ..shutdown import Drain
-from ..structured import from_response_format
 from ..triton.vllm_contract import GENERATE
+from ..web import sse
+from ..web.answers import json_response
+from ..web.errors import BadRequestError, TooManyRequestsError, as_openai_error
+from ..web.request_ids import new_id
 from .events import Event, ResponseBuilder
 from .items import ToolRequest, input_messages, output_messages
 from .protocol import ResponsesRequest
@@ -94,7 +94,8 @@ class ResponsesServing:
                  max_background: int = FrontendConfig.max_background_responses,
                  drain: Drain | None = None):
         self.gen = generation
-        self.chat = ChatGeneration(generation, chat_template, tool_parser, reasoning_parser)
+        self.conversation = ConversationPreparation(generation, chat_template, tool_parser,
+                                                    reasoning_parser)
         self.store = ResponseStore(store_size)
         self.max_background = max_background
         self.drain = drain
@@ -108,10 +109,11 @@ class ResponsesServing:
         model = await self.gen.catalog.get(req.model, runner=GENERATE)
         messages = self._history(req.previous_response_id) + input_messages(req.input)
         tool_req = ToolRequest.of(req.tools, req.tool_choice, req.parallel_tool_calls)
-        tools = self.chat.tools(tool_req)
+        tools = self.conversation.tools(tool_req)
         instructions = [] if req.instructions is None else [
             ChatMessage(role="system", content=req.instructions)]
-        prompt = await self.chat.prompt(model, instructions + messages, tools, tool_req.tools)
+        prompt = await self.conversation.prompt(model, instructions + messages, tools,
+                                                tool_req.tools)
         sampling = self.gen.sampling(
             model, prompt, req.sampling_dict(), max_tokens=req.max_output_tokens,
             max_tokens_param="max_output_tokens", prompt_param="input",
@@ -120,7 +122,8 @@ class ResponsesServing:
             structured_outputs=req.structured_outputs)
 
         fmt = req.text.format if req.text is not None else None
-        decoder = self.chat.decoder(tools, json_answer=fmt is not None and fmt.type != "text")
+        decoder = self.conversation.decoder(tools,
+                                            json_answer=fmt is not None and fmt.type != "text")
         response = self._response_object(req, model.id)
         builder = ResponseBuilder(response, decoder, prompt.num_tokens)
         # Background responses stream from Triton too, so that GET shows their progress.

@@ -7,8 +7,8 @@ import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ..chat.protocol import ChatMessage
-from ..errors import NotFoundError
+from ..conversation.messages import ChatMessage
+from ..web.errors import NotFoundError
 
 
 @dataclass

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from ..errors import RETRY_AFTER_S, ServiceUnavailableError
-from ..log_text import printable
-from ..sse import DONE
+from ..text.printable import printable
+from ..web.errors import RETRY_AFTER_S, ServiceUnavailableError
+from ..web.sse import DONE
 from .drain import CUT_MESSAGE, SHUTDOWN_MESSAGE, Drain
 
 SHUTTING_DOWN_CODE = "server_shutting_down"

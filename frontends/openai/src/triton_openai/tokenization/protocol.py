@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from ..chat.protocol import ChatMessage, ChatTool
-from ..protocol_common import RequestBody
+from ..conversation.messages import ChatMessage, ChatTool
+from ..web.protocol import RequestBody
 
 
 class TokenizeRequest(RequestBody):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Request
 
-from ..protocol_common import ERROR_RESPONSES
+from ..web.protocol import ERROR_RESPONSES
 from .protocol import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 
 router = APIRouter()

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..catalog import ServedModel
-from ..chat.templating import messages_for_template, render
-from ..errors import BadRequestError
-from ..generation import GenerationService
+from ..conversation.templating import messages_for_template, render
+from ..generation.service import GenerationService
+from ..served_models.catalog import ServedModel
+from ..web.errors import BadRequestError
 from .protocol import DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse
 
 

@@ -22,13 +22,15 @@ class TritonError(Exception):
     """Triton answered a request with an error, or could not be reached.
 
     `status` is the HTTP status the frontend should report (400 for errors Triton
-    blames on the request, 503 when the server is unreachable, 500 otherwise).
+    blames on the request, 503 when the server is unreachable, 500 otherwise).  `kind`
+    is the vLLM backend's kind of the error (vllm_contract.py), None for any other.
     """
 
-    def __init__(self, message: str, status: int = 500):
+    def __init__(self, message: str, status: int = 500, kind: str | None = None):
         super().__init__(message)
         self.message = message
         self.status = status
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,8 @@ class InferResponse:
 
 # The HTTP status of each kind of error the vLLM backend sends (vllm_contract.py); the
 # OpenAI error's type and code follow from the status (errors.py).
-KIND_STATUS = {wire.INVALID_ARGUMENT: 400, wire.UNAVAILABLE: 503, wire.INTERNAL: 500}
+KIND_STATUS = {wire.INVALID_ARGUMENT: 400, wire.UNAVAILABLE: 503, wire.ENGINE_DEAD: 503,
+               wire.INTERNAL: 500}
 
 # Triton's own words for a model that went away under the request: a dead Python-backend
 # stub ("Stub process '...' is not healthy."), a model unloading, a server shutting down,
@@ -141,13 +144,14 @@ _TRITON_MODEL_GONE = (STUB_NOT_HEALTHY, "is unloading", "shutting down", "unknow
 def model_error(message: str, status: int = 500) -> TritonError:
     """An error that Triton answered a request with, as a TritonError.
 
-    The vLLM backend's errors carry their kind, which gives the status.  Triton's own
+    The vLLM backend's errors carry their kind, which gives the status (and stays on
+    the error, for what tells a dead engine from a busy one).  Triton's own
     get `status`, what the transport said (none inside a stream: 500), unless their
     words say the model went away.
     """
     kind, text = wire.read_error_kind(message)
     if kind is not None:
-        return TritonError(text, KIND_STATUS[kind])
+        return TritonError(text, KIND_STATUS[kind], kind)
     lowered = message.lower()
     if any(words in lowered for words in _TRITON_MODEL_GONE):
         return TritonError(message, 503)

@@ -1,13 +1,13 @@
 """The names this frontend and the vLLM backend exchange: tensors, parameters, keys,
 and the kinds of the backend's errors.
 
-The backend (`backends/vllm/triton_vllm_backend`) ships apart from this package, so the
-frontend cannot import them from it; `tests/test_wire_contract.py` reads both sides and
-fails when they disagree.
+The backend ships apart from this package, so the frontend cannot import them from it;
+the backend's half is one module too (`backends/vllm/triton_vllm_backend/stub/wire.py`),
+and `tests/test_wire_contract.py` reads both sides and fails when they disagree.
 
 Error kinds.  Triton passes a decoupled model's error on as text alone: an `{"error":
 ...}` event or body of its generate endpoints (a 400 whatever the error's code) and the
-`error_message` of a gRPC stream (no code at all).  So the backend (errors.py) leads every
+`error_message` of a gRPC stream (no code at all).  So the backend leads every
 error's text with its kind in brackets, which a person reading the message understands
 too:
 
@@ -45,10 +45,10 @@ FEED_DATA = b"d"
 FEED_END = b"e"
 
 # --- health: a request whose parameter of this name is true generates nothing ----------
-# The model answers it at once: an empty final response while its engine runs, an
-# UNAVAILABLE error whose text holds DEAD_PHRASE once the engine died (the backend's
-# health.py).  DEAD_PHRASE is what tells a dead engine from a model that is unavailable
-# for a while (unloading), which is answered UNAVAILABLE too.
+# The model answers it at once: an empty final response while its engine runs, an error
+# of kind ENGINE_DEAD once the engine died (the backend's health.py).  The kind, never the
+# words, is what tells a dead engine from a model that is unavailable for a while
+# (unloading, UNAVAILABLE).  DEAD_PHRASE ends a dead engine's message, for people.
 HEALTH_PARAMETER = "vllm_health_check"
 DEAD_PHRASE = "cannot serve it until it is restarted"
 
@@ -56,11 +56,13 @@ DEAD_PHRASE = "cannot serve it until it is restarted"
 # The request's fault: a bad sampling parameter, an unknown LoRA adapter, a prompt longer
 # than the context, anything vLLM's validation refuses.
 INVALID_ARGUMENT = "invalid_argument"
-# The model cannot serve now (its engine died, it is unloading): retry, elsewhere.
+# The model cannot serve now (it is unloading): retry, elsewhere.
 UNAVAILABLE = "unavailable"
+# The model's engine died: unavailable as above, and for good until the server restarts.
+ENGINE_DEAD = "engine_dead"
 # Anything else that failed in the backend or in vLLM.
 INTERNAL = "internal"
-ERROR_KINDS = frozenset({INVALID_ARGUMENT, UNAVAILABLE, INTERNAL})
+ERROR_KINDS = frozenset({INVALID_ARGUMENT, UNAVAILABLE, ENGINE_DEAD, INTERNAL})
 
 _KIND_TAG = re.compile(r"\[(" + "|".join(sorted(ERROR_KINDS)) + r")\] ")
 
