@@ -71,3 +71,6 @@ pooling_params
 # Triton's pb_utils error codes, mirrored by the unit tests' fake of it.
 INVALID_ARG
 UNKNOWN
+
+# vLLM reads it from the argparse namespace that worker.py hands its headless runner.
+api_server_count

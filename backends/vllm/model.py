@@ -43,6 +43,7 @@ from triton_vllm_backend.stub import (  # noqa: E402
     engine_config,
     errors,
     feed,
+    group,
     health,
     io_spec,
     jobs,
@@ -85,6 +86,8 @@ def _version_dir_of_stub() -> Path | None:
 class TritonPythonModel:
     # The backend's own error and engine-health series (REPORT_CUSTOM_METRICS).
     serving_metrics = None
+    # The workers of a multi-node engine (group.py), None on one node.
+    _group = None
 
     @staticmethod
     def auto_complete_config(auto_complete_model_config):
@@ -138,6 +141,9 @@ class TritonPythonModel:
         engine_config.check_keys(raw, {f.name for f in dataclasses.fields(AsyncEngineArgs)})
         engine_config.check_devices(raw, args.get("model_instance_kind", "CPU"))
         raw = engine_config.resolve_paths(raw, version_dir)
+        group_settings = group.settings(raw, os.environ)
+        if group_settings is not None:
+            raw = group.with_leader_address(raw, os.environ)
         self._compact_json = compact_json.engine_is_compact(raw)
         self._priority_scheduling = raw.get("scheduling_policy") == "priority"
         self.runner = engine_config.runner_of(raw)
@@ -168,8 +174,12 @@ class TritonPythonModel:
 
         self._start_loop()
         try:
+            if group_settings is not None:
+                self._start_group(*group_settings)
             engine = self._run(self._make_engine(engine_args, stat_factories))
         except Exception:
+            if self._group is not None:
+                self._group.close()
             self._stop_loop()
             raise
         import vllm.envs
@@ -190,6 +200,22 @@ class TritonPythonModel:
         self._serve_with(engine)
         self.logger.log_info(f"[vllm] {self.model_name} ready ({self.runner}, "
                              f"model {raw['model']})")
+
+    def _start_group(self, size: int, port: int, join_s: float):
+        """Waits for the group's workers (GroupError, naming the missing ones, after
+        join_s), starts them, and watches them from now on: a lost worker is this
+        engine's death (vLLM's own engine would hang on the lost ranks)."""
+        self.logger.log_info(f"[vllm] {self.model_name}: waiting up to {join_s:.0f} s for "
+                             f"the group's {size - 1} worker(s) on port {port}")
+        self._group = group.Leader(size, port)
+        self._group.wait_for_workers(join_s)
+        self._group.start(on_lost=self._on_group_lost)
+        self.logger.log_info(f"[vllm] {self.model_name}: the group's workers joined")
+
+    def _on_group_lost(self, why: str):
+        error = group.GroupError(why)
+        self._death = error
+        self._loop.call_soon_threadsafe(self._on_engine_death, error)
 
     async def _make_engine(self, engine_args, stat_factories):
         # Made on the loop, so its output handler runs on that loop.
@@ -610,6 +636,8 @@ class TritonPythonModel:
     # --------------------------------------------------------------- unload
     def finalize(self):
         self.logger.log_info(f"[vllm] stopping the engine of {self.model_name}")
+        if self._group is not None:
+            self._group.close()  # the workers end with the group, not as a loss
         if getattr(self, "_cancel_poller", None) is not None:
             self._cancel_poller.cancel()
         engine = getattr(self, "engine", None)

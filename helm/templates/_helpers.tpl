@@ -292,6 +292,19 @@ resources:
 {{- if and $v.multiNode.enabled (ne $v.modelRepository.source "values") }}
 {{- fail "multiNode.enabled needs modelRepository.source=values (the models' parallel sizes span the group)" }}
 {{- end }}
+{{- if $v.multiNode.enabled }}
+{{- if ne (len $v.models) 1 }}
+{{- fail (printf "multiNode.enabled serves one model across each group; models lists %d" (len $v.models)) }}
+{{- end }}
+{{- $m := index $v.models 0 }}
+{{- $world := mul (int (default 1 $m.tensorParallelSize)) (int (default 1 $m.pipelineParallelSize)) }}
+{{- if or (lt $world (int $v.multiNode.size)) (ne (mod $world (int $v.multiNode.size)) 0) }}
+{{- fail (printf "multiNode.size %d must divide models[%s]'s tensorParallelSize x pipelineParallelSize (%d): each pod runs an equal share of the engine's ranks" (int $v.multiNode.size) $m.name $world) }}
+{{- end }}
+{{- if ge (int $v.multiNode.joinTimeoutSeconds) (int $v.probes.startup.budgetSeconds) }}
+{{- fail (printf "multiNode.joinTimeoutSeconds (%d) must be under probes.startup.budgetSeconds (%d): the leader must report missing workers before its startup probe gives up" (int $v.multiNode.joinTimeoutSeconds) (int $v.probes.startup.budgetSeconds)) }}
+{{- end }}
+{{- end }}
 {{- if and $v.multiNode.enabled $v.modelCache.perReplica }}
 {{- fail "multiNode.enabled cannot use modelCache.perReplica: use a shared (ReadWriteMany) cache" }}
 {{- end }}

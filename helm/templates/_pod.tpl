@@ -42,7 +42,9 @@ Called with (dict "root" $ "role" ROLE): role "server" for a Deployment/Stateful
 {{- $v := $root.Values }}
 {{- $role := .role }}
 {{- include "triton-vllm.podFields" (dict "root" $root "placement" true) }}
-{{- if and (include "triton-vllm.anyFetch" $root) (ne $role "worker") }}
+{{- /* A group's workers load their ranks' weights from their own disk: they fetch too,
+       unless the model cache (shared by the group) has what the leader fetched. */}}
+{{- if and (include "triton-vllm.anyFetch" $root) (or (ne $role "worker") (not $v.modelCache.enabled)) }}
 initContainers:
 {{- range $v.models }}
 {{- if .fetch }}
@@ -100,26 +102,15 @@ initContainers:
 {{- end }}
 {{- end }}
 containers:
-  - name: {{ if eq $role "worker" }}ray-worker{{ else }}triton{{ end }}
+  - name: {{ if eq $role "worker" }}engine-worker{{ else }}triton{{ end }}
     image: {{ include "triton-vllm.image" $root }}
     imagePullPolicy: {{ $v.image.pullPolicy }}
-    {{- if eq $role "leader" }}
-    command:
-      - bash
-      - -c
-      - |
-        # Ray's head, then wait for the group's workers before the engine starts.
-        ray start --head --port={{ $v.multiNode.rayPort }}
-        until python3 -c "import os, ray, sys; ray.init(address='auto', logging_level='error'); sys.exit(sum(n['Alive'] for n in ray.nodes()) < int(os.environ['LWS_GROUP_SIZE']))"; do
-          sleep 5
-        done
-        exec /opt/triton-vllm/entrypoint.sh "$@"
-      - entrypoint
-    {{- else if eq $role "worker" }}
-    command:
-      - bash
-      - -c
-      - exec ray start --address="${LWS_LEADER_ADDRESS}:{{ $v.multiNode.rayPort }}" --block
+    {{- /* Arguments only, never `command`: the image's entrypoint (NVIDIA's in front of
+           it in the GPU image) starts every container. */}}
+    {{- if eq $role "worker" }}
+    # `vllm serve --headless` for this worker's ranks of the models file's one model,
+    # once it has joined the leader's group (LWS_LEADER_ADDRESS, LWS_WORKER_INDEX).
+    args: [worker, --models, /etc/triton-vllm/models.yaml]
     {{- end }}
     {{- if ne $role "worker" }}
     {{- $args := list }}
@@ -149,8 +140,10 @@ containers:
         containerPort: {{ include "triton-vllm.port" $name }}
       {{- end }}
       {{- if eq $role "leader" }}
-      - name: ray
-        containerPort: {{ $v.multiNode.rayPort }}
+      - name: dist
+        containerPort: {{ $v.multiNode.masterPort }}
+      - name: group
+        containerPort: {{ $v.multiNode.groupPort }}
       {{- end }}
     {{- end }}
     env:
@@ -164,6 +157,13 @@ containers:
       {{- end }}
       - name: SHUTDOWN_GRACE_SECONDS
         value: {{ include "triton-vllm.drainSeconds" $root | quote }}
+      {{- if $v.multiNode.enabled }}
+      # The group: where the workers join the leader, and how long it waits for them.
+      - name: TRITON_VLLM_GROUP_PORT
+        value: {{ $v.multiNode.groupPort | quote }}
+      - name: TRITON_VLLM_GROUP_JOIN_SECONDS
+        value: {{ $v.multiNode.joinTimeoutSeconds | quote }}
+      {{- end }}
       {{- if $v.modelCache.enabled }}
       - name: HF_HOME
         value: {{ $v.modelCache.mountPath }}/huggingface

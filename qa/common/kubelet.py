@@ -58,8 +58,13 @@ class PodContainer:
     """
 
     def __init__(self, manifests: list[dict], template: dict, container: str, *,
-                 network: str, workdir: Path, name: str):
+                 network: str, workdir: Path, name: str,
+                 injected_env: dict[str, str] | None = None, hostnames: tuple[str, ...] = ()):
         self.manifests = manifests
+        # What a controller's webhook adds to the pod (LeaderWorkerSet's LWS_* variables),
+        # and the DNS names it gives the pod (a headless Service's pod names).
+        self.injected_env = dict(injected_env or {})
+        self.hostnames = hostnames
         self.labels = template["metadata"].get("labels") or {}
         self.spec = template["spec"]
         self.container = next(c for c in self.spec["containers"] if c["name"] == container)
@@ -97,6 +102,8 @@ class PodContainer:
             out += ["-e", f"{var['name']}={value}"]
         if self.container.get("envFrom"):
             raise PodError("envFrom is not supported by this runner")
+        for name, value in self.injected_env.items():
+            out += ["-e", f"{name}={value}"]
         return out
 
     def _security(self) -> list[str]:
@@ -205,7 +212,7 @@ class PodContainer:
         c = self.container
         args = ["run", "-d", "--name", self.name, "--network", self.network,
                 LEAST_CPU_WEIGHT]
-        for alias in self._aliases():
+        for alias in [*self._aliases(), *self.hostnames]:
             args += ["--network-alias", alias]
         for port in c.get("ports") or []:
             host = free_port()
@@ -241,6 +248,10 @@ class PodContainer:
         out = docker("logs", "--tail", str(tail), self.cid, check=False)
         return out.stdout + out.stderr
 
+    def kill(self) -> None:
+        """The pod's sudden end (its node lost, the OOM killer): SIGKILL, no grace."""
+        docker("kill", self.cid)
+
     def remove(self) -> None:
         if self.cid:
             docker("rm", "-f", self.cid, check=False)
@@ -252,6 +263,16 @@ class PodContainer:
             named = {p.get("name"): p["containerPort"] for p in self.container["ports"]}
             port = named[port]
         return self.ports[port]
+
+
+def leader_worker_set_env(lws: dict, group: int, worker: int, namespace: str = "default"
+                          ) -> dict[str, str]:
+    """The variables LeaderWorkerSet's webhook puts in each pod of group `group` (worker 0 is
+    the leader): the leader's address is its pod name under the set's headless Service."""
+    name = lws["metadata"]["name"]
+    return {"LWS_LEADER_ADDRESS": f"{name}-{group}.{name}.{namespace}",
+            "LWS_GROUP_SIZE": str(lws["spec"]["leaderWorkerTemplate"]["size"]),
+            "LWS_WORKER_INDEX": str(worker)}
 
 
 # What the kubelet sends with an httpGet probe unless the probe's httpHeaders say otherwise.

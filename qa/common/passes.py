@@ -25,6 +25,7 @@ IMAGE_PASS_SUITES = (
     "qa/L0_lifecycle",
     "qa/L0_aiperf",
     "qa/L0_prometheus",
+    "qa/L0_multinode",
 )
 
 # The suite `build.py --qa=...` runs before the push in qa/L0_publish.

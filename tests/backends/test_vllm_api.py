@@ -21,7 +21,8 @@ def test_backend_uses_vllm():
     assert [(u.module, u.name) for u in guarded] == [
         ("vllm.utils.argparse_utils", "FlexibleArgumentParser"),  # serve.py
         ("vllm.utils", "FlexibleArgumentParser"),
-        ("vllm.exceptions", "VLLMValidationError")]  # stub/compat.py
+        ("vllm.exceptions", "VLLMValidationError"),  # stub/compat.py
+        ("vllm.entrypoints.cli", "serve")]  # worker.py: `vllm serve --headless`
 
 
 @pytest.mark.parametrize("version", GPU_VERSIONS)

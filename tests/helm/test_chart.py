@@ -315,8 +315,8 @@ GENERATED = {"name": "llm-triton-vllm-model-control-key", "key": "model-control-
     ("default", {"Deployment/triton": GENERATED}),
     ("frontend-only", {"Deployment/triton": GENERATED, "Deployment/frontend": GENERATED}),
     ("pvc-cache", {"StatefulSet/triton": GENERATED}),
-    # Ray's workers run no tritonserver and call no Triton API.
-    ("multi-node", {"LeaderWorkerSet/triton": GENERATED, "LeaderWorkerSet/ray-worker": None}),
+    # A group's workers run no tritonserver and call no Triton API.
+    ("multi-node", {"LeaderWorkerSet/triton": GENERATED, "LeaderWorkerSet/engine-worker": None}),
 ])
 def test_the_model_control_key_reaches_every_triton_and_frontend_pod(fixture, expected):
     manifests = rendered(fixture)
@@ -417,7 +417,8 @@ POD_ANNOTATIONS = {"example.com/owner": "ml-platform"}
 def _release(kind: str, models: list[dict] | None = None, **values) -> list[dict]:
     return chart.render(values={
         "modelRepository": {"source": "values"},
-        "models": models or [{"name": "m", "model": "org/m"}],
+        # A group splits its one model's ranks between its pods.
+        "models": models or [{"name": "m", "model": "org/m", "pipelineParallelSize": 2}],
         "podLabels": POD_LABELS, "podAnnotations": POD_ANNOTATIONS,
         **WORKLOADS[kind], **values})
 
@@ -481,8 +482,9 @@ def test_a_change_of_the_models_restarts_every_pod(kind):
         return {name: t["metadata"]["annotations"]["checksum/models"]
                 for name, t in pod_templates(_release(kind, models)).items()}
 
-    before = checksums([{"name": "m", "model": "org/m"}])
-    after = checksums([{"name": "m", "model": "org/m", "maxModelLen": 2048}])
+    model = {"name": "m", "model": "org/m", "pipelineParallelSize": 2}
+    before = checksums([model])
+    after = checksums([{**model, "maxModelLen": 2048}])
     assert before.keys() == after.keys()
     assert all(before[name] != after[name] for name in before)
 
@@ -571,8 +573,8 @@ ADMIN = {"podSelector": {"matchLabels": {"role": "model-admin"}}}
 OPENAI_PORT = [{"port": "openai"}]
 KSERVE_PORTS = [{"port": "http"}, {"port": "grpc"}]
 METRICS_PORT = [{"port": "metrics"}]
-# Ray's ports, all of them, from the pods of the release's multi-node groups.
-RAY = {"from": [{"podSelector": {
+# The ports vLLM's ranks pick, all of them, from the pods of the release's multi-node groups.
+GROUP = {"from": [{"podSelector": {
     "matchLabels": RELEASE_PODS["podSelector"]["matchLabels"],
     "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In",
                           "values": ["server", "worker"]}]}}]}
@@ -596,7 +598,7 @@ NETWORK_POLICIES = [
         {"ports": OPENAI_PORT},
         {"ports": KSERVE_PORTS, "from": [RELEASE_PODS]},
         {"ports": METRICS_PORT},
-        RAY]),
+        GROUP]),
 ]
 
 
@@ -615,7 +617,7 @@ def test_network_policy_is_off_unless_enabled():
 
 
 # ------------------------------------------------------------------ multi-node
-def test_multi_node_renders_a_leader_worker_set_over_ray():
+def test_multi_node_renders_a_leader_worker_set_of_one_engine():
     manifests = rendered("multi-node")
     lws = chart.find(manifests, "LeaderWorkerSet")
     template = lws["spec"]["leaderWorkerTemplate"]
@@ -623,15 +625,68 @@ def test_multi_node_renders_a_leader_worker_set_over_ray():
     assert template["restartPolicy"] == "RecreateGroupOnPodRestart"
     leader = template["leaderTemplate"]["spec"]["containers"][0]
     worker = template["workerTemplate"]["spec"]["containers"][0]
-    assert "ray start --head --port=6379" in leader["command"][2]
-    assert "exec /opt/triton-vllm/entrypoint.sh" in leader["command"][2]
-    assert 'ray start --address="${LWS_LEADER_ADDRESS}:6379" --block' in worker["command"][2]
+    # The leader serves the models file like any server pod; vLLM's rendezvous is its.
+    assert leader["args"] == ["serve", "--models", "/etc/triton-vllm/models.yaml", "--",
+                              "--model-control-mode=explicit", "--load-model=*"]
+    assert worker["args"] == ["worker", "--models", "/etc/triton-vllm/models.yaml"]
+    models = chart.find(manifests, "ConfigMap", "llm-triton-vllm-models")
+    flags = yaml.safe_load(models["data"]["models.yaml"])["models"][0]["args"]
+    assert flags[-4:] == ["--nnodes", "2", "--master-port", "29500"]
+    assert {"name": "dist", "containerPort": 29500} in leader["ports"]
+    assert {"name": "group", "containerPort": 29400} in leader["ports"]
+    for c in (leader, worker):
+        env = env_of(c)
+        assert env["TRITON_VLLM_GROUP_PORT"]["value"] == "29400"
+        assert env["TRITON_VLLM_GROUP_JOIN_SECONDS"]["value"] == "300"
     assert "startupProbe" in leader and "readinessProbe" not in worker
     for c in (leader, worker):
         assert c["resources"]["limits"]["nvidia.com/gpu"] == 8
     # Only leaders serve: the Services select them.
     for service in (m for m in manifests if m["kind"] == "Service"):
         assert service["spec"]["selector"]["role"] == "leader"
+
+
+@pytest.mark.parametrize("fixture", ["multi-node", "gpu-tp", "default", "frontend-only"])
+def test_no_pod_replaces_the_image_entrypoint(fixture):
+    """The GPU image's ENTRYPOINT is NVIDIA's (CUDA forward compatibility, its hooks) in
+    front of the image's own: a `command` in any serving pod would skip both."""
+    workloads = [m for m in rendered(fixture)
+                 if m["kind"] in ("Deployment", "StatefulSet", "LeaderWorkerSet")]
+    for spec in (s for w in workloads for s in _pod_specs(w)):
+        for c in spec["containers"]:
+            assert "command" not in c, f"{c['name']} replaces the image's entrypoint"
+
+
+def test_workers_fetch_their_own_weights_without_a_shared_cache():
+    fetch = {"source": "hf", "uri": "org/m"}
+    for cache, worker_fetches in ((False, True), (True, False)):
+        lws = chart.find(_release("LeaderWorkerSet", [{"name": "m", "fetch": fetch,
+                                                       "tensorParallelSize": 2}],
+                                  modelCache={"enabled": cache,
+                                              "accessModes": ["ReadWriteMany"]}),
+                         "LeaderWorkerSet")
+        templates = lws["spec"]["leaderWorkerTemplate"]
+        assert "initContainers" in templates["leaderTemplate"]["spec"]
+        assert ("initContainers" in templates["workerTemplate"]["spec"]) == worker_fetches
+
+
+@pytest.mark.parametrize("values, error", [
+    ({"models": [{"name": "a", "model": "org/a", "tensorParallelSize": 2},
+                 {"name": "b", "model": "org/b", "tensorParallelSize": 2}]},
+     "multiNode.enabled serves one model across each group; models lists 2"),
+    ({"models": [{"name": "a", "model": "org/a", "tensorParallelSize": 3}]},
+     "multiNode.size 2 must divide models[a]'s tensorParallelSize x pipelineParallelSize (3)"),
+    ({"models": [{"name": "a", "model": "org/a"}]},
+     "multiNode.size 2 must divide models[a]'s tensorParallelSize x pipelineParallelSize (1)"),
+    ({"models": [{"name": "a", "model": "org/a", "pipelineParallelSize": 2}],
+      "multiNode": {"enabled": True, "joinTimeoutSeconds": 600}},
+     "multiNode.joinTimeoutSeconds (600) must be under probes.startup.budgetSeconds (600)"),
+])
+def test_multi_node_refuses_a_group_that_cannot_split(values, error):
+    values = {"modelRepository": {"source": "values"},
+              "multiNode": {"enabled": True}, **values}
+    with pytest.raises(chart.ChartError, match=re.escape(error)):
+        chart.render(values=values)
 
 
 # ---------------------------------------------------------------------- helm test

@@ -43,7 +43,7 @@ BEFORE = {
          **METRICS},
         {"model": "meta-llama/Llama-3.1-405B-Instruct", "disable_log_stats": False,
          "tensor_parallel_size": 8, "pipeline_parallel_size": 2,
-         "distributed_executor_backend": "ray"})},
+         "nnodes": 2, "master_port": 29500})},
     "qa-models": {"tiny": (
         {"vllm_model": "/opt/models/tiny-llama", "vllm_runner": "generate",
          "vllm_max_model_len": "1024", **METRICS},

@@ -9,6 +9,11 @@
 #                       ARGS after `--` are added to tritonserver's flags.  --api-key K
 #                       reaches the frontend as TRITON_OPENAI_API_KEY, not as a flag
 #   serve --models FILE the same, for the models a YAML file lists
+#   worker --models FILE | worker MODEL [FLAGS]
+#                       a multi-node group's worker: this pod's ranks of the one model
+#                       that the group's leader serves with the same flags (vLLM's
+#                       multi-node launcher; LeaderWorkerSet's LWS_* variables say where
+#                       the leader is and which node this is)
 #   versions [--json]   report every pinned version, checked against what is installed
 #   COMMAND ARGS...     run COMMAND instead (e.g. `tritonserver --model-repository=/models`)
 #
@@ -36,6 +41,10 @@ if [ -n "${TRITON_VLLM_SERVED:-}" ]; then
 elif [ "${1:-}" = "versions" ]; then
     shift
     exec /opt/venv/bin/python /opt/triton-vllm/report_versions.py "$@"
+elif [ "${1:-}" = "worker" ]; then
+    shift
+    PYTHONPATH="/opt/tritonserver/backends/vllm${PYTHONPATH:+:$PYTHONPATH}" \
+        exec python3 -m triton_vllm_backend.worker "$@"
 elif [ "${1:-}" = "serve" ]; then
     shift
     serve_args=()
