@@ -71,7 +71,7 @@ MAX_KEY_LENGTH = 64
 MAX_EVENT_TEXT = 4096
 
 _encode = msgspec.json.Encoder().encode
-# As the frontend's SSE events (triton_openai/sse.py): JSON leaves these raw in strings,
+# As the frontend's SSE events (triton_openai/web/sse.py): JSON leaves these raw in strings,
 # and many clients end a line at each.
 _LINE_BREAKS_JSON_KEEPS = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u2028"),
                            (b"\xe2\x80\xa9", b"\\u2029"))
