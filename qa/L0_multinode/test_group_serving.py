@@ -161,10 +161,7 @@ def test_a_lost_worker_ends_the_group_and_a_new_group_serves(group):
             assert not group.leader.running(), f"{kind} still passes {probe.budget} s on"
         FIGURES[f"{kind}_fails_s"] = time.monotonic() - killed
     # The leader ends (the image's watch), so that the group is recreated.
-    exit_by = time.monotonic() + 60
-    while group.leader.running() and time.monotonic() < exit_by:
-        time.sleep(0.5)
-    assert not group.leader.running(), f"the leader still runs 60 s on\n{group.logs()}"
+    assert group.leader.wait_exit(60) is not None, f"the leader still runs 60 s on\n{group.logs()}"
     FIGURES["leader_exits_s"] = time.monotonic() - killed
     assert "worker 1 of the group" in group.leader.logs(tail=400), group.logs()
 
@@ -181,11 +178,9 @@ def test_a_worker_that_never_joins_fails_the_leaders_start(single, tmp_path_fact
     try:
         lonely.start(workers=False)
         budget = lonely.probe("startupProbe").budget
-        deadline = time.monotonic() + budget
-        while lonely.leader.running() and time.monotonic() < deadline:
-            time.sleep(1)
+        status = lonely.leader.wait_exit(budget)
         took = time.monotonic() - lonely.started
-        assert not lonely.leader.running(), f"the leader still starts after {budget} s"
+        assert status is not None, f"the leader still starts after {budget} s"
         assert took < budget
         log = lonely.leader.logs(tail=400)
         assert ("worker 1 of the group (size 2) did not join within 20 s" in log), log

@@ -234,11 +234,16 @@ class PodContainer:
     def run_to_completion(self, timeout: float) -> tuple[int, str]:
         """Start, wait for the exit (a Pod with restartPolicy Never); (status, log)."""
         self.start()
+        status = self.wait_exit(timeout)
+        return (124 if status is None else status), self.logs()
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Wait up to `timeout` seconds for the container to exit: its status, or None
+        while it still runs."""
         try:
-            status = docker("wait", self.cid, timeout=timeout).stdout.strip()
+            return int(docker("wait", self.cid, timeout=timeout).stdout.strip())
         except subprocess.TimeoutExpired:
-            return 124, self.logs()
-        return int(status), self.logs()
+            return None
 
     def running(self) -> bool:
         out = docker("inspect", "-f", "{{.State.Running}}", self.cid, check=False)

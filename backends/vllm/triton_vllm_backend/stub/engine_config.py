@@ -32,17 +32,24 @@ class ConfigError(ValueError):
     """model.json (or the model config around it) cannot make an engine."""
 
 
-def load_model_json(version_dir: Path | str) -> dict:
-    path = Path(version_dir) / MODEL_JSON
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file (the vLLM backend reads its engine "
-                          f"arguments from {MODEL_JSON} in the model's version folder)")
+def read_json_object(path: Path, holds: str) -> dict:
+    """A model file's JSON object; ConfigError when it is not JSON, or not an object (then
+    the message says what it must `holds`)."""
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: not valid JSON: {e}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: must hold a JSON object of engine arguments")
+        raise ConfigError(f"{path}: must {holds}")
+    return data
+
+
+def load_model_json(version_dir: Path | str) -> dict:
+    path = Path(version_dir) / MODEL_JSON
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such file (the vLLM backend reads its engine "
+                          f"arguments from {MODEL_JSON} in the model's version folder)")
+    data = read_json_object(path, "hold a JSON object of engine arguments")
     if "model" not in data:
         raise ConfigError(f"{path}: the key 'model' (a model folder or hub id) is required")
     return data

@@ -9,10 +9,9 @@ parameter, which must agree with this file.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from .engine_config import MULTI_LORA_JSON, ConfigError, parameter
+from .engine_config import MULTI_LORA_JSON, ConfigError, parameter, read_json_object
 from .wire import LORA_NAMES_PARAMETER
 
 
@@ -23,12 +22,7 @@ def load_adapters(version_dir: Path | str, enable_lora: bool) -> dict[str, Path]
     if not enable_lora:
         raise ConfigError(f"{path} lists LoRA adapters, but model.json does not set "
                           f"\"enable_lora\": true")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: must map adapter names to adapter folders")
+    data = read_json_object(path, "map adapter names to adapter folders")
     adapters = {}
     for name, folder in data.items():
         if not isinstance(folder, str):
