@@ -122,6 +122,21 @@ def test_a_silent_worker_is_lost_after_the_heartbeat_timeout(monkeypatch):
         leader.close()
 
 
+def test_a_peer_that_floods_the_group_port_is_refused_not_buffered():
+    leader = _leader(2)
+    flood = socket.create_connection(("127.0.0.1", leader.port))
+    try:
+        flood.sendall(b"x" * (group.MAX_LINE * 4))
+        with pytest.raises(group.GroupError, match="did not join"):
+            leader.wait_for_workers(1.5)
+        flood.settimeout(2)
+        assert flood.recv(4096).startswith(b'{"refused": "expected a join, got not a group '
+                                           b'message: over 4096 bytes')
+    finally:
+        flood.close()
+        leader.close()
+
+
 def test_a_worker_sees_its_leader_go():
     leader, member, _ = _started_pair()
     seen: list[str] = []

@@ -47,6 +47,10 @@ LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
 WORKER_INDEX_ENV = "LWS_WORKER_INDEX"
 GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
 
+# A group message is a few dozen bytes: a peer that sends more without ending its line
+# is not a member, and is not buffered without end.
+MAX_LINE = 4096
+
 HEARTBEAT_S = 0.5
 # Silence this long is a lost peer: ten heartbeats, so that a busy node's scheduling
 # hiccup does not end a group, while a dead node ends it within seconds.
@@ -102,6 +106,9 @@ class Lines:
         connection or said nothing for `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
+            if len(self._buffer) > MAX_LINE:
+                raise GroupError(f"not a group message: over {MAX_LINE} bytes without a "
+                                 "line's end")
             left = deadline - time.monotonic()
             if left <= 0:
                 raise GroupError(f"silent for {timeout:.0f} s")
