@@ -90,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         leader, index, size = group.worker_identity(os.environ)
         args = rank_args(engine_args_of(argv), leader, index, size)
-        port = int(os.environ.get(group.PORT_ENV) or group.DEFAULT_PORT)
+        port, join_s = group.port_and_join_s(os.environ)
         # The leader waits join_s for its workers; a worker waits as long for the start,
         # plus the leader's own start, which comes first.
-        within = 2 * float(os.environ.get(group.JOIN_ENV) or group.DEFAULT_JOIN_S)
+        within = 2 * join_s
         member = group.Member(leader, port, index, size)
         print(f"worker: node {index} of {size}, joining the leader at {leader}:{port}",
               file=sys.stderr, flush=True)

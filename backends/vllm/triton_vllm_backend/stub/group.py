@@ -71,7 +71,12 @@ def settings(engine_args: Mapping, environ: Mapping[str, str]) -> tuple[int, int
     if rank != 0:
         raise GroupError(f"node_rank {rank}: the server runs the group's node 0; nodes "
                          f"1..{size - 1} run the image's `worker` command")
-    return (size, int(environ.get(PORT_ENV) or DEFAULT_PORT),
+    return (size, *port_and_join_s(environ))
+
+
+def port_and_join_s(environ: Mapping[str, str]) -> tuple[int, float]:
+    """The leader's group port, and how long it waits for its workers, as the pod says."""
+    return (int(environ.get(PORT_ENV) or DEFAULT_PORT),
             float(environ.get(JOIN_ENV) or DEFAULT_JOIN_S))
 
 
